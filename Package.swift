@@ -1,0 +1,29 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "LoopRuntime",
+    products: [
+        .library(name: "LoopRuntime", targets: ["LoopRuntime"]),
+        .executable(name: "LoopDemo", targets: ["LoopDemo"]),
+        .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
+    ],
+    targets: [
+        // epoll, eventfd and timerfd are not exported by Glibc; this shim exposes them.
+        .target(name: "CLoopRuntimeShims"),
+        .target(name: "LoopRuntime", dependencies: ["CLoopRuntimeShims"]),
+        .executableTarget(
+            name: "LoopDemo",
+            dependencies: ["LoopRuntime"],
+            path: "Examples/LoopDemo"
+        ),
+        // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.
+        .executableTarget(
+            name: "LoopBenchmarks",
+            dependencies: ["LoopRuntime", "CLoopRuntimeShims"],
+            path: "Benchmarks/LoopBenchmarks",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(name: "LoopRuntimeTests", dependencies: ["LoopRuntime", "CLoopRuntimeShims"]),
+    ]
+)

@@ -1,0 +1,113 @@
+// CLoopRuntimeShims: the Linux system interfaces LoopRuntime needs and Glibc does not export.
+//
+// Only thin, allocation-free wrappers live here. `struct epoll_event` is packed on x86_64, so the
+// Swift side never touches it directly: it goes through the accessors below.
+#ifndef CLOOP_RUNTIME_SHIMS_H
+#define CLOOP_RUNTIME_SHIMS_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+static const uint32_t CLOOP_EPOLLIN = EPOLLIN;
+static const uint32_t CLOOP_EPOLLOUT = EPOLLOUT;
+static const uint32_t CLOOP_EPOLLERR = EPOLLERR;
+static const uint32_t CLOOP_EPOLLHUP = EPOLLHUP;
+static const uint32_t CLOOP_EPOLLRDHUP = EPOLLRDHUP;
+
+/// epoll_create1(EPOLL_CLOEXEC).
+static inline int cloop_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC).
+static inline int cloop_eventfd_create(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/// timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC). CLOCK_BOOTTIME is the clock behind
+/// Swift's ContinuousClock on Linux, so deadlines need no conversion.
+static inline int cloop_timerfd_create(void) {
+    return timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+}
+
+/// Arms `fd` to expire at the absolute CLOCK_BOOTTIME time `deadline_ns`, or disarms it when
+/// `deadline_ns` is negative. Re-arming also clears a pending expiration.
+static inline int cloop_timerfd_arm(int fd, int64_t deadline_ns) {
+    struct itimerspec spec = {0};
+    if (deadline_ns >= 0) {
+        if (deadline_ns == 0) deadline_ns = 1; // an all-zero it_value would disarm
+        spec.it_value.tv_sec = (time_t)(deadline_ns / 1000000000);
+        spec.it_value.tv_nsec = (long)(deadline_ns % 1000000000);
+    }
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, NULL);
+}
+
+/// The current CLOCK_BOOTTIME time in nanoseconds.
+static inline int64_t cloop_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
+}
+
+/// epoll_ctl with the event's data set to `token`.
+static inline int cloop_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
+    struct epoll_event event;
+    event.events = events;
+    event.data.u64 = token;
+    return epoll_ctl(epfd, op, fd, &event);
+}
+
+static inline int cloop_epoll_ctl_add(void) { return EPOLL_CTL_ADD; }
+static inline int cloop_epoll_ctl_mod(void) { return EPOLL_CTL_MOD; }
+static inline int cloop_epoll_ctl_del(void) { return EPOLL_CTL_DEL; }
+
+/// A buffer of `count` epoll events (freed with `cloop_epoll_events_free`).
+struct epoll_event *cloop_epoll_events_alloc(int count);
+void cloop_epoll_events_free(struct epoll_event *events);
+
+static inline int cloop_epoll_wait(int epfd, struct epoll_event *events, int count, int timeout_ms) {
+    return epoll_wait(epfd, events, count, timeout_ms);
+}
+
+static inline uint64_t cloop_epoll_event_token(const struct epoll_event *events, int index) {
+    return events[index].data.u64;
+}
+
+static inline uint32_t cloop_epoll_event_flags(const struct epoll_event *events, int index) {
+    return events[index].events;
+}
+
+/// Adds 1 to an eventfd counter.
+static inline int cloop_eventfd_signal(int fd) {
+    uint64_t one = 1;
+    return (int)write(fd, &one, sizeof one);
+}
+
+/// Resets an eventfd counter; returns the number of bytes read (8), or -1 with errno.
+static inline int cloop_eventfd_drain(int fd) {
+    uint64_t value;
+    return (int)read(fd, &value, sizeof value);
+}
+
+/// The calling thread's kernel thread id.
+static inline int32_t cloop_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+
+/// True on the process's main thread (recorded by a constructor when the library loads).
+bool cloop_is_main_thread(void);
+
+/// The process's main thread.
+pthread_t cloop_main_thread(void);
+
+static inline int cloop_errno(void) { return errno; }
+
+/// Copies the calling thread's name into `buffer` (pthread_getname_np); 0 on success.
+int cloop_current_thread_name(char *buffer, size_t length);
+
+/// Names the calling thread (pthread_setname_np; at most 15 bytes are kept); 0 on success.
+int cloop_set_current_thread_name(const char *name);
+
+#endif

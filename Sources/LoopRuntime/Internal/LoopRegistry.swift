@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where loops live: the main loop, and each other thread's loop in a pthread key whose destructor
+/// tears the loop down when the thread exits (SPEC R1, R2, R5).
+enum LoopRegistry {
+    /// Holds a +1 reference to the thread's loop; the destructor consumes it.
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let result = pthread_key_create(&key) { raw in
+            guard let raw else { return }
+            let loop = Unmanaged<Loop>.fromOpaque(raw).takeRetainedValue()
+            loop.tearDown()
+        }
+        precondition(result == 0, "LoopRuntime: pthread_key_create failed with error \(result)")
+        return key
+    }()
+
+    static let mainLoop: Loop = {
+        do {
+            return Loop(owner: .main, waiter: try EpollWaiter(), isMain: true)
+        } catch {
+            fatalError("Loop.main: cannot create the main loop: \(error)")
+        }
+    }()
+
+    /// The calling (non-main) thread's loop, created on first use.
+    static func loopForCurrentThread() throws(LoopSystemError) -> Loop {
+        if let raw = pthread_getspecific(key) {
+            return Unmanaged<Loop>.fromOpaque(raw).takeUnretainedValue()
+        }
+        let loop = Loop(owner: .current, waiter: try EpollWaiter())
+        pthread_setspecific(key, Unmanaged.passRetained(loop).toOpaque())
+        return loop
+    }
+}
+
+/// Buffers the pass reuses so that a steady-state pass does not allocate. Loop thread only; a
+/// nested run takes the buffer out while it works, so the outer level finds it empty and
+/// allocates its own only in that case.
+final class PassScratch {
+    var blocks: [QueuedBlock] = []
+    var sources: [LoopSource] = []
+    var dueTimers: [TimerHeap.Entry] = []
+}

@@ -1,0 +1,99 @@
+/// A block queued with ``Loop/perform(inModes:_:)`` and the modes it may run in (SPEC R57).
+struct QueuedBlock {
+    let modes: [Loop.Mode]
+    let body: @Sendable () -> Void
+
+    /// True if the block may run in `mode` (SPEC R58): it names the mode, or names `.common` and
+    /// the mode is in the common set.
+    @inline(__always)
+    func matches(_ mode: ModeState) -> Bool {
+        for target in modes {
+            if target == mode.mode || (mode.isCommon && target == .common) { return true }
+        }
+        return false
+    }
+}
+
+/// One level of a (possibly nested) run call: what other threads may need to see of it.
+struct RunLevelRecord {
+    let mode: ModeState
+    /// `stop()` was called while this was the innermost level (SPEC R66).
+    var stopRequested = false
+}
+
+/// The loop's shared structure. Every field is guarded by the loop's lock.
+final class LoopState {
+    /// Concrete modes, created on demand (SPEC R4).
+    var modes: [Loop.Mode: ModeState] = [:]
+    /// The common set (SPEC R62): starts as `{default}`, only grows.
+    var commonModes: Set<Loop.Mode> = [.default]
+    /// Items added to `.common` (SPEC R63).
+    var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
+    var commonSources: [ObjectIdentifier: LoopSource] = [:]
+    /// Common observers in the order they were added, so a mode made common later gets them in the
+    /// same relative order (SPEC R25).
+    var commonObservers: [LoopObserver] = []
+
+    /// The FIFO of blocks not yet run (SPEC R57).
+    var blocks: [QueuedBlock] = []
+    /// Sources signalled since the loop last looked, possibly several times or already performed
+    /// elsewhere; step 4 sorts them out (SPEC R46).
+    var signalledSources: [LoopSource] = []
+
+    /// The run levels, innermost last (SPEC R18).
+    var runLevels: [RunLevelRecord] = []
+
+    /// While the loop is blocked in its wait: the mode it waits in and the run's deadline, so another
+    /// thread that moves a timer of that mode can re-arm the wait (SPEC R41, M7).
+    var sleepingMode: ModeState? = nil
+    var sleepingRunDeadline = LoopTime.distantFuture
+    /// The deadline the waiter is armed with; `needsArming` after an expiration was not consumed.
+    var armedDeadline = LoopState.needsArming
+    static let needsArming = Int64.min
+
+    /// Set once at thread-exit teardown: the loop accepts nothing more.
+    var isTornDown = false
+
+    /// The next timer sequence number (ties between equal fire dates, SPEC R35).
+    var nextTimerSequence: UInt64 = 0
+
+    init() {
+        modes.reserveCapacity(4)
+        blocks.reserveCapacity(16)
+        runLevels.reserveCapacity(4)
+    }
+
+    /// The state of `mode`, created on demand (SPEC R4). `mode` must not be `.common`.
+    func modeState(_ mode: Loop.Mode) -> ModeState {
+        if let existing = modes[mode] { return existing }
+        let created = ModeState(mode: mode)
+        created.isCommon = commonModes.contains(mode)
+        modes[mode] = created
+        return created
+    }
+
+    /// The concrete modes `mode` names: every common mode for `.common` (SPEC R63).
+    func concreteModes(_ mode: Loop.Mode) -> [ModeState] {
+        mode == .common ? commonModes.map(modeState) : [modeState(mode)]
+    }
+
+    /// True if a queued block may run in `mode` (SPEC R58, R60, M10).
+    func hasBlocks(for mode: ModeState) -> Bool {
+        blocks.contains { $0.matches(mode) }
+    }
+
+    /// True if a valid, signalled source of `mode` is waiting to be performed.
+    func hasSignalledSources(in mode: ModeState) -> Bool {
+        signalledSources.contains {
+            $0.isValid && $0.isSignalled && mode.sources[ObjectIdentifier($0)] != nil
+        }
+    }
+
+    /// R10: nothing can ever wake `mode` (observers do not count, SPEC R30).
+    func isEmpty(_ mode: ModeState) -> Bool {
+        mode.hasNoSourcesOrTimers && !hasBlocks(for: mode)
+    }
+
+    /// The innermost running mode, if the loop is running.
+    var innermostMode: ModeState? { runLevels.last?.mode }
+}

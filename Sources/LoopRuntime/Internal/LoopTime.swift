@@ -1,0 +1,50 @@
+import CLoopRuntimeShims
+
+/// Loop time: nanoseconds of `CLOCK_BOOTTIME`, the clock behind `ContinuousClock` on Linux.
+///
+/// The engine keeps every date as an `Int64` of this clock (cheap to compare, the key of the timer
+/// heap, and what the timerfd is armed with) and converts at the public API, which speaks
+/// `ContinuousClock.Instant` and `Duration`.
+enum LoopTime {
+    /// "No deadline": later than every real date.
+    static let distantFuture = Int64.max
+
+    /// The current time of the real clock.
+    @inline(__always)
+    static func now() -> Int64 { cloop_now_ns() }
+
+    /// Converts an instant of `ContinuousClock` to loop time.
+    ///
+    /// `ContinuousClock.Instant` stores the clock's reading as a `Duration` since the clock's
+    /// origin, and on Linux that reading is `clock_gettime(CLOCK_BOOTTIME)` — the same clock as
+    /// ``now()``. A test (`LoopTimeTests`) checks the two stay interchangeable.
+    @inline(__always)
+    static func nanoseconds(of instant: ContinuousClock.Instant) -> Int64 {
+        nanoseconds(of: unsafeBitCast(instant, to: Duration.self))
+    }
+
+    /// Converts loop time to an instant of `ContinuousClock`.
+    @inline(__always)
+    static func instant(_ nanoseconds: Int64) -> ContinuousClock.Instant {
+        unsafeBitCast(Duration.nanoseconds(nanoseconds), to: ContinuousClock.Instant.self)
+    }
+
+    /// A duration in whole nanoseconds, clamped to the range of `Int64` (so `.seconds(.max)` means
+    /// "practically never" instead of overflowing).
+    @inline(__always)
+    static func nanoseconds(of duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (total, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        if overflow2 { return seconds < 0 ? .min : .max }
+        return total
+    }
+
+    /// `base + delta`, saturating instead of overflowing.
+    @inline(__always)
+    static func adding(_ delta: Int64, to base: Int64) -> Int64 {
+        let (sum, overflow) = base.addingReportingOverflow(delta)
+        return overflow ? (delta > 0 ? .max : .min) : sum
+    }
+}

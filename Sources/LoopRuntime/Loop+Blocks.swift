@@ -1,0 +1,64 @@
+extension Loop {
+    /// Queues `block` to run on the loop's thread in one of `modes` (SPEC R57).
+    ///
+    /// The block runs at the next block step (SPEC R19 steps 3, 5, 11) of a pass whose mode is one
+    /// of `modes` — ``Mode/common`` meaning whichever common mode is running; blocks that do not
+    /// match stay queued, in order (SPEC R58). Blocks queued while blocks run wait for the next
+    /// block step (SPEC R59). A queued block keeps its modes alive, and running it does not count as
+    /// handling a source (SPEC R60). From another thread, a loop sleeping in a matching mode is woken
+    /// (SPEC M2), and a pass never sleeps while a matching block is queued (SPEC M10).
+    ///
+    /// - Parameters:
+    ///   - modes: The modes the block may run in; must not be empty. Defaults to ``Mode/common``.
+    ///   - block: The work.
+    /// - Returns: `false` if the loop's thread has exited and the loop no longer accepts work (the
+    ///   block was not queued and will never run); `true` otherwise.
+    /// - Important: Safe from any thread.
+    @discardableResult
+    public func perform(
+        inModes modes: [Mode] = [.common],
+        _ block: @escaping @Sendable () -> Void
+    ) -> Bool {
+        precondition(
+            !modes.isEmpty,
+            "Loop.perform(inModes:_:) was given an empty mode list for the \(self): the block could never run. Pass [.common] (the default) or the modes it may run in."
+        )
+        let queued = QueuedBlock(modes: modes, body: block)
+        let (accepted, wake) = lock.withLock { () -> (Bool, Bool) in
+            guard !state.isTornDown else { return (false, false) }
+            state.blocks.append(queued)
+            // Wake the loop only if it is running a mode the block can run in; a run of another
+            // mode finds the block when it starts (SPEC R10, R58).
+            guard let running = state.innermostMode else { return (true, false) }
+            return (true, queued.matches(running))
+        }
+        if wake { notifyLoop() }
+        return accepted
+    }
+
+    /// A block step (SPEC R19 steps 3, 5, 11): runs, in FIFO order, the queued blocks that match
+    /// the running mode. Blocks queued meanwhile wait for the next step (SPEC R59).
+    func runBlocks(_ run: RunContext) {
+        var batch = scratch.blocks
+        scratch.blocks = []
+        lock.withLock {
+            guard !state.blocks.isEmpty else { return }
+            // Stable partition: matching blocks move to `batch`, the rest stay queued in order.
+            var kept = 0
+            for index in state.blocks.indices {
+                if state.blocks[index].matches(run.mode) {
+                    batch.append(state.blocks[index])
+                } else {
+                    if kept != index { state.blocks[kept] = state.blocks[index] }
+                    kept += 1
+                }
+            }
+            state.blocks.removeLast(state.blocks.count - kept)
+        }
+        for block in batch {
+            block.body()
+        }
+        batch.removeAll(keepingCapacity: true)
+        scratch.blocks = batch
+    }
+}

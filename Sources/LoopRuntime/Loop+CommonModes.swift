@@ -1,0 +1,44 @@
+extension Loop {
+    /// Adds `mode` to the loop's common set (SPEC R62).
+    ///
+    /// Every current common item — timers, sources, observers added to ``Mode/common`` — is added
+    /// to `mode`, and sources get their `schedule` callback for it. There is no removal. Adding a
+    /// mode that is already common does nothing.
+    ///
+    /// - Precondition: `mode` is a concrete mode, not ``Mode/common``.
+    /// - Important: Safe from any thread; `schedule` callbacks run on the calling thread.
+    public func addCommonMode(_ mode: Mode) {
+        precondition(
+            mode != .common,
+            "Loop.addCommonMode(_:) was given .common on the \(self): the common set holds concrete modes.")
+        let (scheduled, modeName): ([LoopSource], Mode) = lock.withLock {
+            guard !state.isTornDown, state.commonModes.insert(mode).inserted else { return ([], mode) }
+            let modeState = state.modeState(mode)
+            modeState.isCommon = true
+            for timer in state.commonTimers.values {
+                insert(timer, into: modeState)
+            }
+            for observer in state.commonObservers {
+                insert(observer, into: modeState)
+            }
+            var scheduled: [LoopSource] = []
+            let loopID = ObjectIdentifier(self)
+            for source in state.commonSources.values
+            where modeState.sources[ObjectIdentifier(source)] == nil {
+                let stillValid = source.registrations.withLock { registrations in
+                    guard source.valid.load(ordering: .relaxed) else { return false }
+                    registrations[loopID]?.modeCount += 1
+                    return true
+                }
+                guard stillValid else { continue }
+                modeState.sources[ObjectIdentifier(source)] = source
+                scheduled.append(source)
+            }
+            rearmIfSleeping(in: [modeState])
+            return (scheduled, mode)
+        }
+        for source in scheduled {
+            source.scheduleHandler?(self, modeName)
+        }
+    }
+}

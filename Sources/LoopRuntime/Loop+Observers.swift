@@ -1,0 +1,124 @@
+extension Loop {
+    /// Adds `observer` to `mode` (every common mode for ``Mode/common``, SPEC R63).
+    ///
+    /// Adding an observer to a mode it is already in does nothing; adding an invalid observer does
+    /// nothing. The observer joins this notification order at the end of its `order` (SPEC R25).
+    ///
+    /// - Precondition: `observer` is not already bound to another loop (SPEC R26, M6).
+    /// - Important: Safe from any thread.
+    public func add(_ observer: LoopObserver, forMode mode: Mode) {
+        lock.withLock {
+            guard !state.isTornDown, bind(observer) else { return }
+            if mode == .common {
+                guard !state.commonObservers.contains(where: { $0 === observer }) else { return }
+                state.commonObservers.append(observer)
+            }
+            for modeState in state.concreteModes(mode) {
+                insert(observer, into: modeState)
+            }
+        }
+    }
+
+    /// Removes `observer` from `mode` (SPEC R63, R64). The observer stays valid.
+    ///
+    /// Removing it from ``Mode/common`` removes it from every common mode; removing a common
+    /// observer from one concrete mode affects only that mode. A notification already under way
+    /// still calls it (SPEC R27).
+    ///
+    /// - Important: Safe from any thread.
+    public func remove(_ observer: LoopObserver, forMode mode: Mode) {
+        lock.withLock {
+            guard isBound(observer) else { return }
+            if mode == .common {
+                guard let index = state.commonObservers.firstIndex(where: { $0 === observer }) else {
+                    return
+                }
+                state.commonObservers.remove(at: index)
+            }
+            for modeState in state.concreteModes(mode) {
+                removeMembership(of: observer, from: modeState)
+            }
+        }
+    }
+
+    /// True if `observer` is in `mode` (for ``Mode/common``: recorded as a common item).
+    ///
+    /// - Important: Safe from any thread.
+    public func contains(_ observer: LoopObserver, inMode mode: Mode) -> Bool {
+        lock.withLock {
+            guard isBound(observer) else { return false }
+            if mode == .common { return state.commonObservers.contains { $0 === observer } }
+            guard let modeState = state.modes[mode] else { return false }
+            return observer.memberships.contains { $0 === modeState }
+        }
+    }
+
+    /// Binds `observer` to this loop on first add; traps if it belongs to another (SPEC M6).
+    /// Returns false for an invalid observer. Lock held.
+    private func bind(_ observer: LoopObserver) -> Bool {
+        let outcome: BindOutcome = observer.shared.withLock {
+            guard observer.valid.load(ordering: .relaxed) else { return .invalid }
+            return BindOutcome.bind(&$0.isBound, &$0.loop, to: self)
+        }
+        return outcome.proceed(item: "LoopObserver", rule: "R26", into: self)
+    }
+
+    private func isBound(_ observer: LoopObserver) -> Bool {
+        observer.shared.withLock { $0.loop === self }
+    }
+
+    /// Adds a membership in notification order (SPEC R25). Lock held.
+    func insert(_ observer: LoopObserver, into modeState: ModeState) {
+        guard !observer.memberships.contains(where: { $0 === modeState }) else { return }
+        observer.memberships.append(modeState)
+        // After every observer with an order ≤ this one: equal orders keep insertion order.
+        let index =
+            modeState.observers.firstIndex { $0.order > observer.order } ?? modeState.observers.endIndex
+        modeState.observers.insert(observer, at: index)
+        modeState.recomputeObserverActivities()
+    }
+
+    /// Lock held.
+    private func removeMembership(of observer: LoopObserver, from modeState: ModeState) {
+        guard let index = observer.memberships.firstIndex(where: { $0 === modeState }) else { return }
+        observer.memberships.remove(at: index)
+        modeState.observers.removeAll { $0 === observer }
+        modeState.recomputeObserverActivities()
+    }
+
+    /// Invalidation: leave every mode (SPEC R31).
+    func detach(_ observer: LoopObserver) {
+        lock.withLock {
+            for modeState in observer.memberships {
+                modeState.observers.removeAll { $0 === observer }
+                modeState.recomputeObserverActivities()
+            }
+            observer.memberships.removeAll()
+            state.commonObservers.removeAll { $0 === observer }
+        }
+    }
+
+    /// Notifies the observers of `mode` of `activity` (SPEC R24–R29). Costs one relaxed load when
+    /// no observer of the mode wants the activity.
+    @inline(__always)
+    func notifyObservers(_ activity: Activity, _ mode: ModeState) {
+        guard mode.observerActivities.load(ordering: .relaxed) & activity.rawValue != 0 else {
+            return
+        }
+        callObservers(activity, mode)
+    }
+
+    private func callObservers(_ activity: Activity, _ mode: ModeState) {
+        // SPEC R27: a snapshot. Observers added meanwhile are not called this time; those
+        // invalidated before their turn are skipped; those merely removed are still called.
+        let snapshot = lock.withLock { mode.observers }
+        for observer in snapshot where observer.activities.contains(activity) {
+            // SPEC R29: an observer whose callout is running hears nothing, nested runs included.
+            guard observer.isValid, !observer.isInCallout else { continue }
+            observer.isInCallout = true
+            observer.handler(observer, activity)
+            observer.isInCallout = false
+            if !observer.repeats { observer.invalidate() }  // SPEC R28
+        }
+    }
+}

@@ -1,0 +1,164 @@
+/// What one run call is doing: fixed for the whole call (SPEC R8).
+struct RunContext {
+    let mode: ModeState
+    /// Absolute loop time; ``LoopTime/distantFuture`` for none (SPEC R13).
+    let deadline: Int64
+    /// The timeout was ≤ 0 or the deadline had passed at entry: one non-blocking pass (SPEC R12).
+    let zeroTimeout: Bool
+    let returnAfterSourceHandled: Bool
+    /// Index of this call's record in `state.runLevels`.
+    let depth: Int
+}
+
+extension Loop {
+    /// Runs the loop once in `mode` until `deadline`: entry, passes, exit (SPEC R8).
+    ///
+    /// Returns ``RunResult/finished`` at once, without notifying observers, if `mode` has no
+    /// sources, timers or queued blocks (SPEC R10). Otherwise notifies ``Activity/entry``, makes
+    /// passes (SPEC R19) until the end-of-pass decision returns a result (SPEC R14), and notifies
+    /// ``Activity/exit``. A deadline at or before now makes exactly one pass that does not block
+    /// (SPEC R12); `nil` means no deadline (SPEC R13). The deadline is checked at the end of each
+    /// pass, so a long callout overruns it.
+    ///
+    /// May be called from inside any callout of this loop: a nested run, in the same or another
+    /// mode (SPEC R18).
+    ///
+    /// - Parameters:
+    ///   - mode: The mode to run. Must not be ``Mode/common`` (SPEC R9).
+    ///   - deadline: When to return ``RunResult/timedOut``; `nil` for never.
+    ///   - returnAfterSourceHandled: Return ``RunResult/handledSource`` after the pass in which a
+    ///     source was performed (SPEC R14, R15, R47).
+    /// - Returns: Why the call returned.
+    /// - Important: Call on the loop's thread (SPEC R7).
+    @discardableResult
+    public func run(
+        _ mode: Mode,
+        until deadline: ContinuousClock.Instant? = nil,
+        returnAfterSourceHandled: Bool = false
+    ) -> RunResult {
+        runCall(
+            mode,
+            deadline: deadline.map(LoopTime.nanoseconds(of:)) ?? LoopTime.distantFuture,
+            returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// Runs the loop once in `mode` for at most `timeout` (SPEC R8, R12).
+    ///
+    /// A timeout ≤ 0 makes exactly one pass that does not block (SPEC R12). See
+    /// ``run(_:until:returnAfterSourceHandled:)``.
+    ///
+    /// - Important: Call on the loop's thread (SPEC R7).
+    @discardableResult
+    public func run(
+        _ mode: Mode,
+        for timeout: Duration,
+        returnAfterSourceHandled: Bool = false
+    ) -> RunResult {
+        let timeout = LoopTime.nanoseconds(of: timeout)
+        let now = waiter.now()
+        let deadline = timeout <= 0 ? now : LoopTime.adding(timeout, to: now)
+        return runCall(mode, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// Runs the loop in the default mode until it is stopped or has nothing left to do.
+    ///
+    /// Repeats run calls in ``Mode/default`` until one returns ``RunResult/stopped`` or
+    /// ``RunResult/finished`` (SPEC R8). Unlike Foundation's `RunLoop.run()`, it honours
+    /// ``stop()`` (SPEC M1).
+    ///
+    /// - Important: Call on the loop's thread (SPEC R7).
+    public func run() {
+        while true {
+            switch runCall(.default, deadline: LoopTime.distantFuture, returnAfterSourceHandled: false)
+            {
+            case .stopped, .finished: return
+            case .timedOut, .handledSource: continue
+            }
+        }
+    }
+
+    func runCall(_ mode: Mode, deadline: Int64, returnAfterSourceHandled: Bool) -> RunResult {
+        preconditionOnLoopThread("run(_:)")
+        precondition(
+            mode != .common,
+            "Loop.run(_:) was asked to run .common on the \(self): .common names the set of common modes and cannot be run (SPEC R9, M5). Run a concrete mode such as .default."
+        )
+        let start = waiter.now()
+        let entered: (ModeState, Int)? = lock.withLock {
+            // SPEC R10: a missing or empty mode returns at once, with no entry or exit.
+            guard !state.isTornDown, let modeState = state.modes[mode], !state.isEmpty(modeState)
+            else { return nil }
+            state.runLevels.append(RunLevelRecord(mode: modeState))
+            return (modeState, state.runLevels.count - 1)
+        }
+        guard let (modeState, depth) = entered else { return .finished }
+        if depth == 0 {
+            // SPEC M4: a wake-up sent while the loop was not running is discarded.
+            sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+        }
+        let run = RunContext(
+            mode: modeState, deadline: deadline, zeroTimeout: deadline <= start,
+            returnAfterSourceHandled: returnAfterSourceHandled, depth: depth)
+
+        notifyObservers(.entry, run.mode)  // SPEC R17
+        // SPEC R16: a stop requested by an entry observer ends the run before the first pass.
+        var result: RunResult? = consumeStopRequest(run) ? .stopped : nil
+        while result == nil {
+            result = runPass(run)
+        }
+        notifyObservers(.exit, run.mode)  // SPEC R17
+        lock.withLock { _ = state.runLevels.popLast() }
+        return result.unsafelyUnwrapped
+    }
+
+    /// One pass, exactly as SPEC R19 lists it. Returns the run's result, or `nil` for another pass.
+    private func runPass(_ run: RunContext) -> RunResult? {
+        notifyObservers(.beforeTimers, run.mode)  // 1
+        notifyObservers(.beforeSources, run.mode)  // 2
+        runBlocks(run)  // 3
+        var handled = performSignalledSources(run)  // 4 (and executor jobs, SPEC N1)
+        if handled { runBlocks(run) }  // 5
+        let poll = handled || run.zeroTimeout || hasBlocks(for: run.mode)  // 6
+        if !poll { notifyObservers(.beforeWaiting, run.mode) }  // 7
+        waitForWork(run, poll: poll)  // 8
+        if !poll { notifyObservers(.afterWaiting, run.mode) }  // 9
+        fireDueTimers(run)  // 10: timers, then ready descriptor sources (SPEC M3)
+        handled = performReadyDescriptorSources(run) || handled
+        runBlocks(run)  // 11
+        return endOfPass(run, handled: handled)  // 12
+    }
+
+    /// Step 12, the end-of-pass decision in SPEC R14's precedence.
+    private func endOfPass(_ run: RunContext, handled: Bool) -> RunResult? {
+        if handled && run.returnAfterSourceHandled { return .handledSource }
+        if run.deadline != LoopTime.distantFuture && waiter.now() >= run.deadline {
+            return .timedOut
+        }
+        return lock.withLock {
+            if state.runLevels[run.depth].stopRequested {
+                state.runLevels[run.depth].stopRequested = false
+                return .stopped
+            }
+            return state.isEmpty(run.mode) ? .finished : nil
+        }
+    }
+
+    /// Takes this level's stop request, if any (SPEC R66: the request is consumed).
+    private func consumeStopRequest(_ run: RunContext) -> Bool {
+        lock.withLock {
+            let requested = state.runLevels[run.depth].stopRequested
+            state.runLevels[run.depth].stopRequested = false
+            return requested
+        }
+    }
+
+    /// Step 6's third condition: a queued block may run in this mode (SPEC M10).
+    private func hasBlocks(for mode: ModeState) -> Bool {
+        lock.withLock { state.hasBlocks(for: mode) }
+    }
+
+    /// Step 10's second half. Descriptor sources arrive with SPEC section G.
+    private func performReadyDescriptorSources(_ run: RunContext) -> Bool {
+        false
+    }
+}

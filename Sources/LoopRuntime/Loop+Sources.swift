@@ -1,0 +1,187 @@
+extension Loop {
+    /// Adds `source` to `mode` (every common mode for ``Mode/common``, SPEC R63) and calls its
+    /// `schedule` callback once per concrete mode it enters (SPEC R51).
+    ///
+    /// Adding a source to a mode it is already in does nothing; adding an invalid source does
+    /// nothing (SPEC R52). A source can be in several loops. If it is already signalled, a loop
+    /// running that mode performs it at its next pass.
+    ///
+    /// - Important: Safe from any thread; `schedule` runs on the calling thread.
+    public func add(_ source: LoopSource, forMode mode: Mode) {
+        let id = ObjectIdentifier(source)
+        let entered: [Mode] = lock.withLock {
+            guard !state.isTornDown, source.isValid else { return [] }
+            if mode == .common {
+                guard state.commonSources.updateValue(source, forKey: id) == nil else { return [] }
+            }
+            let added = state.concreteModes(mode).filter { $0.sources[id] == nil }
+            // Registration and the validity check happen under the source's lock, which
+            // `invalidate()` also takes: an add racing an invalidation never leaves the source behind.
+            guard register(source, modeCount: added.count) else {
+                if mode == .common { state.commonSources.removeValue(forKey: id) }
+                return []
+            }
+            for modeState in added { modeState.sources[id] = source }
+            if source.isSignalled { queueSignalled(source) }
+            return added.map(\.mode)
+        }
+        for mode in entered {
+            source.scheduleHandler?(self, mode)
+        }
+        if source.isSignalled, lock.withLock({ state.innermostMode?.sources[id] != nil }) {
+            notifyLoop()
+        }
+    }
+
+    /// Removes `source` from `mode` and calls its `cancel` callback once per concrete mode it
+    /// leaves (SPEC R51, R63, R64). The source stays valid.
+    ///
+    /// - Important: Safe from any thread; `cancel` runs on the calling thread.
+    public func remove(_ source: LoopSource, forMode mode: Mode) {
+        let id = ObjectIdentifier(source)
+        let left: [Mode] = lock.withLock {
+            if mode == .common {
+                guard state.commonSources.removeValue(forKey: id) != nil else { return [] }
+            }
+            var left: [Mode] = []
+            for modeState in state.concreteModes(mode)
+            where modeState.sources.removeValue(forKey: id) != nil {
+                left.append(modeState.mode)
+            }
+            _ = register(source, modeCount: -left.count)
+            return left
+        }
+        for mode in left {
+            source.cancelHandler?(self, mode)
+        }
+    }
+
+    /// True if `source` is in `mode` (for ``Mode/common``: recorded as a common item).
+    ///
+    /// - Important: Safe from any thread.
+    public func contains(_ source: LoopSource, inMode mode: Mode) -> Bool {
+        let id = ObjectIdentifier(source)
+        return lock.withLock {
+            if mode == .common { return state.commonSources[id] != nil }
+            return state.modes[mode]?.sources[id] != nil
+        }
+    }
+
+    // MARK: - Internals
+
+    /// Updates the source's record of how many modes of this loop it is in; false (and no change)
+    /// if the source is invalid. Loop lock held.
+    private func register(_ source: LoopSource, modeCount delta: Int) -> Bool {
+        let id = ObjectIdentifier(self)
+        return source.registrations.withLock { registrations in
+            guard source.valid.load(ordering: .relaxed) else { return false }
+            let count = (registrations[id]?.modeCount ?? 0) + delta
+            if count > 0 {
+                registrations[id] = LoopSource.Registration(loop: self, modeCount: count)
+            } else {
+                registrations.removeValue(forKey: id)
+            }
+            return true
+        }
+    }
+
+    /// Invalidation: leave every mode of this loop, then call `cancel` per mode (SPEC R51, R52).
+    func detach(_ source: LoopSource) {
+        let id = ObjectIdentifier(source)
+        let loopID = ObjectIdentifier(self)
+        let left: [Mode] = lock.withLock {
+            var left: [Mode] = []
+            for modeState in state.modes.values where modeState.sources.removeValue(forKey: id) != nil {
+                left.append(modeState.mode)
+            }
+            state.commonSources.removeValue(forKey: id)
+            source.registrations.withLock { _ = $0.removeValue(forKey: loopID) }
+            return left
+        }
+        for mode in left {
+            source.cancelHandler?(self, mode)
+        }
+    }
+
+    /// Called by `LoopSource.signal()` for each loop the source is in (SPEC R45, M2).
+    func sourceWasSignalled(_ source: LoopSource) {
+        let id = ObjectIdentifier(source)
+        let wake = lock.withLock {
+            guard !state.isTornDown else { return false }
+            queueSignalled(source)
+            return state.innermostMode?.sources[id] != nil
+        }
+        if wake { notifyLoop() }
+    }
+
+    /// Lock held. Each source is listed at most once, however often it is signalled.
+    private func queueSignalled(_ source: LoopSource) {
+        if !state.signalledSources.contains(where: { $0 === source }) {
+            state.signalledSources.append(source)
+        }
+    }
+
+    /// Step 4: perform the signalled sources of the mode in (order, first-signal) order
+    /// (SPEC R46–R49). Returns true if one was performed (SPEC R15, M8).
+    func performSignalledSources(_ run: RunContext) -> Bool {
+        var batch = scratch.sources
+        scratch.sources = []
+        lock.withLock {
+            guard !state.signalledSources.isEmpty else { return }
+            var kept = 0
+            for index in state.signalledSources.indices {
+                let source = state.signalledSources[index]
+                guard source.isValid && source.isSignalled else { continue }  // done elsewhere
+                if run.mode.sources[ObjectIdentifier(source)] != nil {
+                    batch.append(source)
+                } else {
+                    state.signalledSources[kept] = source
+                    kept += 1
+                }
+            }
+            state.signalledSources.removeLast(state.signalledSources.count - kept)
+        }
+        var handled = false
+        if !batch.isEmpty {
+            sortForPerforming(&batch)
+            for index in batch.indices {
+                if handled && run.returnAfterSourceHandled {
+                    // SPEC R47: the rest stay signalled for later passes or runs.
+                    lock.withLock {
+                        for source in batch[index...] where source.isSignalled {
+                            queueSignalled(source)
+                        }
+                    }
+                    break
+                }
+                let source = batch[index]
+                // SPEC R49: skipped if invalidated before its turn (merely removed: still performed).
+                guard source.isValid, source.consumeSignal() else { continue }
+                source.performHandler()
+                handled = true
+            }
+            batch.removeAll(keepingCapacity: true)
+        }
+        scratch.sources = batch
+        return handled
+    }
+
+    /// Insertion sort by (order, first-signal sequence): the batch is small and this never
+    /// allocates.
+    private func sortForPerforming(_ batch: inout [LoopSource]) {
+        guard batch.count > 1 else { return }
+        func key(_ source: LoopSource) -> (Int, UInt64) {
+            (source.order, source.signalSequence.load(ordering: .relaxed))
+        }
+        for index in 1..<batch.count {
+            let current = batch[index]
+            let currentKey = key(current)
+            var position = index
+            while position > 0 && key(batch[position - 1]) > currentKey {
+                batch[position] = batch[position - 1]
+                position -= 1
+            }
+            batch[position] = current
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Synchronization
+
+// The wake-up protocol (SPEC M2, M4, R67, R68).
+//
+// `sleepState` is `awake` while the loop thread works, `sleeping` from just before it blocks until
+// it wakes, and `notified` once another thread has handed it work since it last looked. A
+// producer records its work under the loop's lock and then calls `notifyLoop()`, which swaps in
+// `notified` and writes the eventfd only if the previous state was `sleeping`: at most one kernel
+// wake per idle→busy transition, and none while the loop is awake. Before blocking, the loop
+// re-checks its queues under the lock and then moves `awake → sleeping`; if that fails, someone
+// notified it in between and it does not block. After waking it swaps back to `awake`. An eventfd
+// write that lands after the notification it announced was consumed is recognized as stale (the
+// state is still `sleeping`) and the loop goes back to sleep instead of making an empty pass.
+
+extension Loop {
+    static let awake: UInt8 = 0
+    static let sleeping: UInt8 = 1
+    static let notified: UInt8 = 2
+
+    /// Tells the loop that work was handed to it. Call after recording the work.
+    @inline(__always)
+    func notifyLoop() {
+        if sleepState.load(ordering: .sequentiallyConsistent) == Loop.notified { return }
+        if sleepState.exchange(Loop.notified, ordering: .sequentiallyConsistent) == Loop.sleeping {
+            waiter.wake()
+        }
+    }
+
+    /// A pass that does not block still ends "the next wait" a wake-up asked for (SPEC R68).
+    @inline(__always)
+    func consumeNotification() {
+        _ = sleepState.compareExchange(
+            expected: Loop.notified, desired: Loop.awake, ordering: .sequentiallyConsistent)
+    }
+
+    /// Step 8 of a pass: wait for work, a deadline, or a wake-up — or not at all when polling.
+    func waitForWork(_ run: RunContext, poll: Bool) {
+        if poll {
+            consumeNotification()
+            return
+        }
+        let now = waiter.now()
+        let mayBlock: Bool = lock.withLock {
+            // SPEC M10: never sleep with work for this mode queued (it may have arrived during
+            // the observers of step 7).
+            if state.hasBlocks(for: run.mode) || state.hasSignalledSources(in: run.mode) {
+                return false
+            }
+            let deadline = min(run.deadline, run.mode.timerHeap.wakeDeadline())
+            if deadline <= now { return false }
+            armLocked(deadline)
+            state.sleepingMode = run.mode
+            state.sleepingRunDeadline = run.deadline
+            return true
+        }
+        guard mayBlock else {
+            consumeNotification()
+            return
+        }
+        var events = WaitEvents()
+        if sleepState.compareExchange(
+            expected: Loop.awake, desired: Loop.sleeping, ordering: .sequentiallyConsistent
+        ).exchanged {
+            while true {
+                waitingFlag.store(true, ordering: .releasing)
+                waiter.wait(blocking: true, into: &events)
+                waitingFlag.store(false, ordering: .releasing)
+                let previous = sleepState.exchange(Loop.awake, ordering: .sequentiallyConsistent)
+                if previous == Loop.notified || events.deadlineExpired { break }
+                // Only a stale eventfd write (SPEC M4): sleep again, unless notified meanwhile.
+                guard
+                    sleepState.compareExchange(
+                        expected: Loop.awake, desired: Loop.sleeping,
+                        ordering: .sequentiallyConsistent
+                    ).exchanged
+                else {
+                    sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+                    break
+                }
+            }
+        } else {
+            sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+        }
+        lock.withLock {
+            state.sleepingMode = nil
+            if events.deadlineExpired { state.armedDeadline = LoopState.needsArming }
+        }
+    }
+
+    /// Arms the waiter for `deadline` unless it already is. Lock held.
+    @inline(__always)
+    func armLocked(_ deadline: Int64) {
+        if state.armedDeadline != deadline {
+            state.armedDeadline = deadline
+            waiter.arm(deadline)
+        }
+    }
+
+    /// After a timer of `modes` changed from outside the loop's thread: if the loop is blocked in
+    /// one of those modes, re-arm its wait for the new earliest deadline (SPEC R41, M7). Lock held.
+    func rearmIfSleeping<S: Sequence<ModeState>>(in modes: S) {
+        guard let sleeping = state.sleepingMode, modes.contains(where: { $0 === sleeping }) else {
+            return
+        }
+        armLocked(min(state.sleepingRunDeadline, sleeping.timerHeap.wakeDeadline()))
+    }
+}

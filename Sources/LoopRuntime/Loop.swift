@@ -1,0 +1,233 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLoopRuntimeShims
+import Synchronization
+
+/// A run loop: the event loop of one thread, with CFRunLoop's semantics (`SPEC.md`).
+///
+/// A loop waits for work and services it in *modes*: timers (``LoopTimer``), signalled sources
+/// (``LoopSource``), observers of its activities (``LoopObserver``) and blocks
+/// (``perform(inModes:_:)``). Each thread has at most one loop, created the first time
+/// ``current`` is asked for on that thread (SPEC R1); the process's main thread has ``main``
+/// (SPEC R2).
+///
+/// ```swift
+/// let loop = Loop.current
+/// loop.add(LoopTimer(after: .milliseconds(10)) { _ in print("fired") }, forMode: .default)
+/// loop.run(.default, for: .seconds(1))   // returns .finished once the timer is gone
+/// ```
+///
+/// A loop runs only on its own thread (``run(_:until:returnAfterSourceHandled:)``, SPEC R7);
+/// everything else — adding and removing items, signalling, ``perform(inModes:_:)``, ``stop()``,
+/// ``wakeUp()`` — is safe from any thread, and work handed over from another thread wakes a
+/// sleeping loop by itself (SPEC M2).
+///
+/// When a thread other than the main thread exits, its loop is torn down: every item is detached
+/// (sources get their cancel callback once per mode), queued blocks are dropped, and the loop's
+/// descriptors are closed (SPEC R5).
+///
+/// - Important: Safe from any thread, except where a member says "call on the loop's thread".
+public final class Loop: @unchecked Sendable, CustomStringConvertible {
+    // Thread-safety, by owner:
+    // - immutable after init: `owner`, `waiter`, `isMain`, `lock`, `state` (the reference);
+    // - guarded by `lock`: every field of `state`, of its `ModeState`s, and the loop-side
+    //   bookkeeping of bound items (`LoopTimer.memberships`, …);
+    // - atomics: `sleepState`, `waitingFlag` (the wake-up protocol in Loop+Wait.swift);
+    // - loop thread only: `scratch` (buffers reused by the pass so it does not allocate).
+
+    /// The thread this loop belongs to.
+    let owner: ThreadIdentity
+    /// The wait primitive (epoll in production, a manual waiter in tests).
+    let waiter: any LoopWaiter
+    let isMain: Bool
+    let lock = LoopLock()
+    let state = LoopState()
+    /// `awake`, `sleeping` or `notified`: see Loop+Wait.swift.
+    let sleepState = Atomic<UInt8>(Loop.awake)
+    let waitingFlag = Atomic<Bool>(false)
+    let scratch = PassScratch()
+
+    init(owner: ThreadIdentity, waiter: any LoopWaiter, isMain: Bool = false) {
+        self.owner = owner
+        self.waiter = waiter
+        self.isMain = isMain
+        _ = state.modeState(.default)  // SPEC R3: a new loop has the default mode.
+    }
+
+    /// A loop for tests: bound to the calling thread, not registered as its current loop, driven
+    /// by `waiter`.
+    convenience init(waiter: any LoopWaiter) {
+        self.init(owner: .current, waiter: waiter)
+    }
+
+    deinit {
+        // A loop reaches deinit only when no thread holds it as its current loop; release the
+        // descriptors and break the item ↔ mode reference cycles without calling out (there is no
+        // `self` to hand to a cancel callback any more).
+        lock.withLock {
+            if !state.isTornDown { _ = detachEverything() }
+        }
+        waiter.close()
+    }
+
+    // MARK: - Getting loops
+
+    /// The calling thread's loop, created on first use (SPEC R1); on the main thread, ``main``
+    /// (SPEC R2).
+    ///
+    /// Creating a loop opens three descriptors (epoll, eventfd, timerfd). If the process is out of
+    /// descriptors this traps with the failing call and errno; use ``forCurrentThread()`` to handle
+    /// that case.
+    ///
+    /// - Important: Safe from any thread; each thread gets its own loop.
+    public static var current: Loop {
+        do {
+            return try forCurrentThread()
+        } catch {
+            fatalError(
+                "Loop.current: cannot create the loop of thread \(ThreadIdentity.currentDebugName): \(error)"
+            )
+        }
+    }
+
+    /// The calling thread's loop, created on first use (SPEC R1), or the error that prevented
+    /// creating it.
+    ///
+    /// - Throws: ``LoopSystemError`` if a descriptor could not be opened (e.g. `EMFILE`).
+    /// - Important: Safe from any thread.
+    public static func forCurrentThread() throws(LoopSystemError) -> Loop {
+        if cloop_is_main_thread() { return main }
+        return try LoopRegistry.loopForCurrentThread()
+    }
+
+    /// The main thread's loop (SPEC R2). Reachable from every thread; on the main thread it is also
+    /// ``current``. It is never torn down.
+    ///
+    /// - Important: Safe from any thread.
+    public static var main: Loop { LoopRegistry.mainLoop }
+
+    // MARK: - State
+
+    /// True only while the loop is blocked in its wait (SPEC R70).
+    ///
+    /// - Important: Safe from any thread.
+    public var isWaiting: Bool { waitingFlag.load(ordering: .acquiring) }
+
+    /// The mode of the innermost run call, or `nil` when the loop is not running (SPEC R71).
+    ///
+    /// - Important: Safe from any thread.
+    public var currentMode: Mode? { lock.withLock { state.innermostMode?.mode } }
+
+    /// True while a run call of this loop is in progress.
+    ///
+    /// - Important: Safe from any thread.
+    public var isRunning: Bool { lock.withLock { !state.runLevels.isEmpty } }
+
+    /// The modes in the common set (SPEC R62).
+    ///
+    /// - Important: Safe from any thread.
+    public var commonModes: Set<Mode> { lock.withLock { state.commonModes } }
+
+    /// Every concrete mode the loop knows (SPEC R4).
+    ///
+    /// - Important: Safe from any thread.
+    public var allModes: Set<Mode> { lock.withLock { Set(state.modes.keys) } }
+
+    /// True when the calling thread is this loop's thread.
+    ///
+    /// - Important: Safe from any thread.
+    public var isCurrentThread: Bool { owner.isCurrent }
+
+    /// `main loop` or `loop of thread 'name' (tid N)`.
+    public var description: String {
+        isMain ? "main loop" : "loop of thread \(owner.debugName)"
+    }
+
+    // MARK: - Stop and wake-up
+
+    /// Stops the innermost run call: it returns ``RunResult/stopped`` at the end of its current
+    /// pass, or at once if the loop is waiting (SPEC R66, R67). Does nothing, and is not remembered,
+    /// when the loop is not running.
+    ///
+    /// - Important: Safe from any thread.
+    public func stop() {
+        let running = lock.withLock {
+            guard !state.runLevels.isEmpty else { return false }
+            state.runLevels[state.runLevels.count - 1].stopRequested = true
+            return true
+        }
+        if running { notifyLoop() }
+    }
+
+    /// Ends the current or next wait of the running loop (SPEC R68).
+    ///
+    /// A wake-up sent while the loop is not running is discarded: it never causes an empty pass
+    /// in a later run (SPEC M4). Work handed to the loop wakes it by itself (SPEC M2), so this is
+    /// only needed after changing state the loop cannot see.
+    ///
+    /// - Important: Safe from any thread.
+    public func wakeUp() {
+        if lock.withLock({ !state.runLevels.isEmpty }) { notifyLoop() }
+    }
+
+    // MARK: - Preconditions
+
+    /// Traps unless called on the loop's thread (SPEC R7).
+    func preconditionOnLoopThread(_ function: String) {
+        precondition(
+            owner.isCurrent,
+            "Loop.\(function) was called on thread \(ThreadIdentity.currentDebugName), but this is the \(self). A loop runs only on its own thread (SPEC R7): hand work to it with perform(inModes:_:), or use Loop.current for this thread's loop."
+        )
+    }
+
+    // MARK: - Teardown
+
+    /// Thread-exit teardown (SPEC R5): detach every item (sources get their cancel callback once
+    /// per mode and stay valid), drop queued blocks, close the descriptors. Called on the exiting
+    /// thread by the registry's pthread key destructor.
+    func tearDown() {
+        let cancels = lock.withLock { () -> [(LoopSource, Mode)] in
+            guard !state.isTornDown else { return [] }
+            return detachEverything()
+        }
+        for (source, mode) in cancels {
+            source.cancelHandler?(self, mode)
+        }
+        waiter.close()
+    }
+
+    /// Empties every mode and marks the loop torn down. Returns the cancel callbacks to make.
+    /// Lock held; nothing is running (teardown happens when the thread exits, deinit when nothing
+    /// refers to the loop), so every timer is in its modes' heaps.
+    private func detachEverything() -> [(LoopSource, Mode)] {
+        state.isTornDown = true
+        var cancels: [(LoopSource, Mode)] = []
+        for modeState in state.modes.values {
+            for source in modeState.sources.values {
+                cancels.append((source, modeState.mode))
+            }
+            for entry in modeState.timerHeap.entries {
+                entry.membership.timer.memberships.removeAll()
+            }
+            for observer in modeState.observers {
+                observer.memberships.removeAll()
+            }
+            modeState.sources.removeAll()
+            modeState.timerHeap = TimerHeap()
+            modeState.timerCount = 0
+            modeState.observers.removeAll()
+            modeState.recomputeObserverActivities()
+        }
+        let id = ObjectIdentifier(self)
+        for (source, _) in cancels {
+            source.registrations.withLock { _ = $0.removeValue(forKey: id) }
+        }
+        state.commonTimers.removeAll()
+        state.commonSources.removeAll()
+        state.commonObservers.removeAll()
+        state.blocks.removeAll()
+        state.signalledSources.removeAll()
+        return cancels
+    }
+}

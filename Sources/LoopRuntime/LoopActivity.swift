@@ -1,0 +1,71 @@
+extension Loop {
+    /// The moments of a run at which observers are notified (SPEC D).
+    ///
+    /// A run call notifies ``entry`` once first and ``exit`` once last (SPEC R17). Every pass
+    /// notifies ``beforeTimers`` and ``beforeSources`` at its top (SPEC R20), and the pair
+    /// ``beforeWaiting``/``afterWaiting`` around a wait that may block (SPEC R21).
+    ///
+    /// The raw values are CFRunLoop's, so traces line up with Apple's documentation.
+    ///
+    /// - Important: A value type; safe from any thread.
+    public struct Activity: OptionSet, Hashable, Sendable, CustomStringConvertible {
+        /// The activity bits.
+        public let rawValue: UInt32
+
+        /// Creates an activity set from its bits.
+        public init(rawValue: UInt32) {
+            self.rawValue = rawValue
+        }
+
+        /// A run call is starting (`E`).
+        public static let entry = Activity(rawValue: 1 << 0)
+        /// A pass is about to check timers (`BT`); it does not mean a timer will fire.
+        public static let beforeTimers = Activity(rawValue: 1 << 1)
+        /// A pass is about to perform signalled sources (`BS`).
+        public static let beforeSources = Activity(rawValue: 1 << 2)
+        /// The loop is about to wait and may block (`BW`).
+        public static let beforeWaiting = Activity(rawValue: 1 << 5)
+        /// The loop has finished waiting (`AW`).
+        public static let afterWaiting = Activity(rawValue: 1 << 6)
+        /// A run call is ending (`X`).
+        public static let exit = Activity(rawValue: 1 << 7)
+        /// Every activity.
+        public static let allActivities: Activity = [
+            .entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit,
+        ]
+
+        /// The SPEC notation of the activities, e.g. `E`, `BT`, or `[BW, AW]` for several.
+        public var description: String {
+            let names: [(Activity, String)] = [
+                (.entry, "E"), (.beforeTimers, "BT"), (.beforeSources, "BS"),
+                (.beforeWaiting, "BW"), (.afterWaiting, "AW"), (.exit, "X"),
+            ]
+            let present = names.filter { contains($0.0) }.map(\.1)
+            return present.count == 1 ? present[0] : "[" + present.joined(separator: ", ") + "]"
+        }
+    }
+
+    /// Why a run call returned (SPEC R8, R14).
+    ///
+    /// - Important: A value type; safe from any thread.
+    public enum RunResult: Sendable, Hashable, CustomStringConvertible {
+        /// The mode was empty (or became empty): nothing could ever wake it (SPEC R10).
+        case finished
+        /// ``Loop/stop()`` stopped this run level (SPEC R66).
+        case stopped
+        /// The run's deadline passed (SPEC R12, R13).
+        case timedOut
+        /// A source was handled and the run was asked to return after one (SPEC R14, R15).
+        case handledSource
+
+        /// The result's name.
+        public var description: String {
+            switch self {
+            case .finished: "finished"
+            case .stopped: "stopped"
+            case .timedOut: "timedOut"
+            case .handledSource: "handledSource"
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Synchronization
+
+/// An observer of a loop's activities: entry, the top of each pass, before and after waiting, and
+/// exit (SPEC D).
+///
+/// An observer belongs to the first loop it is added to, in any number of its modes (SPEC R26),
+/// and is called only for the activities in its mask, only while the loop runs one of its modes
+/// (SPEC R24). Observers of the same activity run in ascending ``order``, equal orders in the
+/// order they were added (SPEC R25) — use `Int.min` and `Int.max` for "first" and "last" hooks
+/// around every pass. Observers never keep a mode alive (SPEC R30).
+///
+/// ```swift
+/// let observer = LoopObserver(activities: [.beforeWaiting]) { _, _ in
+///     flushPendingWork()   // runs right before the loop goes to sleep
+/// }
+/// loop.add(observer, forMode: .common)
+/// ```
+///
+/// - Important: Safe from any thread: create, add, remove and invalidate from anywhere. The
+///   handler runs on the loop's thread; while it runs, this observer receives nothing, not even from
+///   a nested run it starts (SPEC R29).
+public final class LoopObserver: @unchecked Sendable {
+    // Thread-safety: `activities`, `repeats`, `order` and `handler` are immutable. `shared` is
+    // guarded by its mutex; `valid` is an atomic that only changes under that mutex.
+    // `memberships` is guarded by the bound loop's lock; `isInCallout` is touched only on the bound
+    // loop's thread. Lock order: loop lock, then `shared`.
+
+    /// The activities this observer is called for.
+    public let activities: Loop.Activity
+    /// False for a one-shot observer, invalidated after its first callout (SPEC R28).
+    public let repeats: Bool
+    /// The call order among observers of the same activity (SPEC R25).
+    public let order: Int
+    let handler: @Sendable (LoopObserver, Loop.Activity) -> Void
+
+    struct Shared {
+        weak var loop: Loop?
+        var isBound = false
+    }
+    let shared = Mutex(Shared())
+    let valid = Atomic<Bool>(true)
+
+    var memberships: [ModeState] = []
+    var isInCallout = false
+
+    /// Creates an observer.
+    ///
+    /// - Parameters:
+    ///   - activities: The activities to be called for; fixed at creation (SPEC R24).
+    ///   - repeats: `false` for an observer that is invalidated after its first callout (SPEC R28).
+    ///   - order: Lower orders are called first; negative orders are allowed (SPEC R25).
+    ///   - handler: Called on the loop's thread with the observer and the single activity. The mode
+    ///     being run is ``Loop/currentMode``.
+    public init(
+        activities: Loop.Activity,
+        repeats: Bool = true,
+        order: Int = 0,
+        _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
+    ) {
+        self.activities = activities
+        self.repeats = repeats
+        self.order = order
+        self.handler = handler
+    }
+
+    /// False once the observer was invalidated (SPEC R31).
+    ///
+    /// - Important: Safe from any thread.
+    public var isValid: Bool { valid.load(ordering: .acquiring) }
+
+    /// Detaches the observer from every mode of its loop; it is never called again, even if it is
+    /// waiting its turn in the notification under way (SPEC R27, R31). Idempotent.
+    ///
+    /// - Important: Safe from any thread, including the observer's own handler.
+    public func invalidate() {
+        let loop: Loop? = shared.withLock {
+            guard valid.load(ordering: .relaxed) else { return nil }
+            valid.store(false, ordering: .releasing)
+            return $0.loop
+        }
+        loop?.detach(self)
+    }
+}

@@ -1,0 +1,171 @@
+import Synchronization
+
+/// A timer that fires on a loop's thread at a date, once or repeatedly (SPEC E).
+///
+/// A timer belongs to the first loop it is added to, in any number of that loop's modes, sharing
+/// one schedule (SPEC R33). It fires only while the loop runs one of its modes, never before its
+/// fire date and, with a tolerance, at the latest at fire date + tolerance (SPEC R34, R43). A
+/// repeating timer that misses fire points (the loop was busy or in another mode) fires once for
+/// all of them and keeps its phase (SPEC R37). A one-shot timer is invalidated after it fires
+/// (SPEC R36).
+///
+/// ```swift
+/// let loop = Loop.current
+/// let timer = LoopTimer(after: .milliseconds(100), interval: .milliseconds(100)) { _ in
+///     print("tick")
+/// }
+/// loop.add(timer, forMode: .default)
+/// loop.run(.default, for: .seconds(1))
+/// ```
+///
+/// - Important: Safe from any thread: you may create, add, move (``setFireDate(_:)``), change the
+///   tolerance of, and invalidate a timer from any thread; a loop sleeping in one of the timer's
+///   modes re-arms its wait without a wake-up (SPEC R40, R41). The handler runs on the loop's
+///   thread.
+public final class LoopTimer: @unchecked Sendable {
+    // Thread-safety: `interval`, `intervalNanoseconds` and `handler` are immutable. `shared` is
+    // guarded by its own mutex. `memberships`, `isFiring` and `sequence` are guarded by the lock of
+    // the loop the timer is bound to (only that loop touches them, always holding its lock).
+    // Lock order: loop lock, then `shared`.
+
+    /// The interval of a repeating timer; `nil` for a one-shot timer.
+    public let interval: Duration?
+    let intervalNanoseconds: Int64
+    let handler: @Sendable (LoopTimer) -> Void
+
+    struct Shared {
+        weak var loop: Loop?
+        var isBound = false
+        var isValid = true
+        var fireDate: Int64
+        var tolerance: Int64
+    }
+    let shared: Mutex<Shared>
+
+    var memberships: [TimerMembership] = []
+    var isFiring = false
+    var sequence: UInt64 = 0
+
+    /// Creates a timer that fires at `date`.
+    ///
+    /// - Parameters:
+    ///   - date: The first fire date. A date in the past means "due now" (SPEC R32).
+    ///   - interval: The period of a repeating timer, or `nil` for a one-shot timer. Must be
+    ///     greater than zero.
+    ///   - tolerance: How late the timer may fire, so the loop can coalesce wake-ups (SPEC R43).
+    ///     Must not be negative; clamped to half the interval for repeating timers.
+    ///   - handler: Called on the loop's thread with the timer each time it fires.
+    /// - Precondition: `interval` is `nil` or positive, `tolerance` is not negative (SPEC M5).
+    public init(
+        fireAt date: ContinuousClock.Instant,
+        interval: Duration? = nil,
+        tolerance: Duration = .zero,
+        _ handler: @escaping @Sendable (LoopTimer) -> Void
+    ) {
+        if let interval {
+            precondition(
+                interval > .zero,
+                "LoopTimer: a repeating interval must be greater than zero, got \(interval). Pass interval: nil for a one-shot timer (SPEC M5)."
+            )
+        }
+        let intervalNanoseconds = interval.map(LoopTime.nanoseconds(of:)) ?? 0
+        self.interval = interval
+        self.intervalNanoseconds = intervalNanoseconds
+        self.handler = handler
+        let tolerance = Self.clampedTolerance(tolerance, interval: intervalNanoseconds)
+        self.shared = Mutex(Shared(fireDate: LoopTime.nanoseconds(of: date), tolerance: tolerance))
+    }
+
+    /// Creates a timer that first fires `delay` from now on `ContinuousClock`.
+    ///
+    /// - Parameters:
+    ///   - delay: Time from now to the first fire date.
+    ///   - interval: The period of a repeating timer, or `nil` for a one-shot timer.
+    ///   - tolerance: How late the timer may fire (SPEC R43).
+    ///   - handler: Called on the loop's thread with the timer each time it fires.
+    public convenience init(
+        after delay: Duration,
+        interval: Duration? = nil,
+        tolerance: Duration = .zero,
+        _ handler: @escaping @Sendable (LoopTimer) -> Void
+    ) {
+        self.init(fireAt: .now + delay, interval: interval, tolerance: tolerance, handler)
+    }
+
+    /// True for a timer with an interval.
+    public var isRepeating: Bool { intervalNanoseconds > 0 }
+
+    /// False once the timer was invalidated, explicitly or after a one-shot fired.
+    ///
+    /// - Important: Safe from any thread.
+    public var isValid: Bool { shared.withLock { $0.isValid } }
+
+    /// The next fire date, or `nil` for an invalid timer (SPEC R32).
+    ///
+    /// - Important: Safe from any thread.
+    public var fireDate: ContinuousClock.Instant? {
+        shared.withLock { $0.isValid ? LoopTime.instant($0.fireDate) : nil }
+    }
+
+    /// The tolerance in effect (after clamping for repeating timers, SPEC R43).
+    ///
+    /// Setting it repositions nothing but changes how late the loop may wake for this timer.
+    ///
+    /// - Important: Safe from any thread.
+    /// - Precondition: not negative (SPEC M5).
+    public var tolerance: Duration {
+        get { .nanoseconds(shared.withLock { $0.tolerance }) }
+        set {
+            let clamped = Self.clampedTolerance(newValue, interval: intervalNanoseconds)
+            update { $0.tolerance = clamped }
+        }
+    }
+
+    /// Moves the timer to fire at `date` (SPEC R40).
+    ///
+    /// The timer is repositioned in all its modes; a loop sleeping in one of them re-arms its
+    /// wait for the new deadline, without a wake-up if it is later (SPEC R41, M7). Called from the
+    /// timer's own handler, a later date replaces the repeat schedule (SPEC R38). No effect on an
+    /// invalid timer.
+    ///
+    /// - Important: Safe from any thread.
+    public func setFireDate(_ date: ContinuousClock.Instant) {
+        let nanoseconds = LoopTime.nanoseconds(of: date)
+        update { $0.fireDate = nanoseconds }
+    }
+
+    /// Stops the timer for good and removes it from every mode of its loop (SPEC R31-like,
+    /// R39). Idempotent. A loop sleeping until this timer re-arms its wait (SPEC M7).
+    ///
+    /// - Important: Safe from any thread, including the timer's own handler.
+    public func invalidate() {
+        let loop: Loop? = shared.withLock {
+            guard $0.isValid else { return nil }
+            $0.isValid = false
+            return $0.loop
+        }
+        loop?.detach(self)
+    }
+
+    /// Applies a change to the schedule, through the loop when the timer is bound to one so its
+    /// heaps and armed deadline follow.
+    private func update(_ change: (inout Shared) -> Void) {
+        let loop: Loop? = shared.withLock {
+            guard $0.isValid else { return nil }
+            if !$0.isBound {
+                change(&$0)
+                return nil
+            }
+            return $0.loop
+        }
+        loop?.reschedule(self, change)
+    }
+
+    static func clampedTolerance(_ tolerance: Duration, interval: Int64) -> Int64 {
+        precondition(
+            tolerance >= .zero,
+            "LoopTimer: tolerance must not be negative, got \(tolerance) (SPEC M5).")
+        let nanoseconds = LoopTime.nanoseconds(of: tolerance)
+        return interval > 0 ? min(nanoseconds, interval / 2) : nanoseconds
+    }
+}

@@ -1,0 +1,105 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLoopRuntimeShims
+import Synchronization
+
+/// The Linux waiter: one epoll instance watching an eventfd (wake-ups) and a timerfd (the next
+/// deadline, absolute on `CLOCK_BOOTTIME`).
+///
+/// The loop arms the timerfd only when its deadline moves (SPEC M7) and writes the eventfd at most
+/// once per idle→busy transition (SPEC M2), so an idle loop makes no system call at all.
+final class EpollWaiter: LoopWaiter, @unchecked Sendable {
+    // The three descriptors are immutable after init and closed once, under `closed`'s lock, which
+    // `wake()` and `arm(_:)` also take, so no other thread can write to a closed (and perhaps
+    // reused) descriptor number. `events` is only touched by `wait`, on the loop thread.
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let timerFD: Int32
+    private let closed = Mutex<Bool>(false)
+    private let events: UnsafeMutablePointer<epoll_event>
+    private let eventCapacity: Int32 = 64
+
+    private static let wakeToken: UInt64 = 0
+    private static let timerToken: UInt64 = 1
+
+    /// Opens the epoll instance, the eventfd and the timerfd.
+    ///
+    /// - Throws: ``LoopSystemError`` naming the call that failed (typically `EMFILE`).
+    init() throws(LoopSystemError) {
+        var opened: [Int32] = []
+        do {
+            let epollFD = try retryingSyscall("epoll_create1") { cloop_epoll_create() }
+            opened.append(epollFD)
+            let wakeFD = try retryingSyscall("eventfd") { cloop_eventfd_create() }
+            opened.append(wakeFD)
+            let timerFD = try retryingSyscall("timerfd_create") { cloop_timerfd_create() }
+            opened.append(timerFD)
+            _ = try retryingSyscall("epoll_ctl") {
+                cloop_epoll_ctl(epollFD, cloop_epoll_ctl_add(), wakeFD, CLOOP_EPOLLIN, Self.wakeToken)
+            }
+            _ = try retryingSyscall("epoll_ctl") {
+                cloop_epoll_ctl(epollFD, cloop_epoll_ctl_add(), timerFD, CLOOP_EPOLLIN, Self.timerToken)
+            }
+            self.epollFD = epollFD
+            self.wakeFD = wakeFD
+            self.timerFD = timerFD
+            self.events = cloop_epoll_events_alloc(eventCapacity)
+        } catch {
+            for fd in opened { _ = Glibc.close(fd) }
+            throw error
+        }
+    }
+
+    deinit {
+        close()
+        cloop_epoll_events_free(events)
+    }
+
+    func now() -> Int64 { LoopTime.now() }
+
+    func arm(_ deadline: Int64) {
+        closed.withLock { closed in
+            guard !closed else { return }
+            let value = deadline == LoopTime.distantFuture ? -1 : max(deadline, 1)
+            infallibleSyscall("timerfd_settime") { cloop_timerfd_arm(timerFD, value) }
+        }
+    }
+
+    func wait(blocking: Bool, into result: inout WaitEvents) {
+        let count = infallibleSyscall("epoll_wait") {
+            cloop_epoll_wait(epollFD, events, eventCapacity, blocking ? -1 : 0)
+        }
+        for index in 0..<count {
+            switch cloop_epoll_event_token(events, index) {
+            case Self.wakeToken:
+                // Reset the counter so the descriptor stops being readable.
+                _ = cloop_eventfd_drain(wakeFD)
+                result.woken = true
+            case Self.timerToken:
+                // Not read: the loop re-arms the timerfd before its next wait, which clears it.
+                result.deadlineExpired = true
+            default:
+                break
+            }
+        }
+    }
+
+    func wake() {
+        closed.withLock { closed in
+            guard !closed else { return }
+            // EAGAIN means the counter is already non-zero: the loop is being woken anyway.
+            _ = cloop_eventfd_signal(wakeFD)
+        }
+    }
+
+    func close() {
+        closed.withLock { closed in
+            guard !closed else { return }
+            closed = true
+            _ = Glibc.close(timerFD)
+            _ = Glibc.close(wakeFD)
+            _ = Glibc.close(epollFD)
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Synchronization
+
+/// A waiter with a virtual clock, for deterministic tests of the pass.
+///
+/// A blocking wait never sleeps: if a wake-up is pending it returns at once; otherwise it jumps the
+/// virtual clock to the armed deadline. With neither, it calls `onBlock` (which may wake the loop,
+/// advance time, stop it…) and, if that still leaves nothing to wait for, traps — a real loop
+/// would sleep forever there, and a test should say what it expected instead.
+final class ManualWaiter: LoopWaiter, Sendable {
+    struct State {
+        var now: Int64
+        var armed = LoopTime.distantFuture
+        var wakePending = false
+        var blockingWaits = 0
+        var pollingWaits = 0
+        var armCalls = 0
+        var closed = false
+    }
+
+    let state: Mutex<State>
+    /// Called (on the loop thread) when a blocking wait has neither a wake-up nor a deadline.
+    let onBlock: Mutex<(@Sendable (ManualWaiter) -> Void)?> = Mutex(nil)
+
+    /// A waiter whose virtual clock starts at `start` (loop time).
+    init(start: Int64 = 1_000_000_000_000) {
+        state = Mutex(State(now: start))
+    }
+
+    func now() -> Int64 { state.withLock { $0.now } }
+
+    /// Moves the virtual clock forward.
+    func advance(by duration: Duration) {
+        state.withLock { $0.now += LoopTime.nanoseconds(of: duration) }
+    }
+
+    func arm(_ deadline: Int64) {
+        state.withLock {
+            $0.armed = deadline
+            $0.armCalls += 1
+        }
+    }
+
+    func wait(blocking: Bool, into events: inout WaitEvents) {
+        guard blocking else {
+            state.withLock { $0.pollingWaits += 1 }
+            return
+        }
+        state.withLock { $0.blockingWaits += 1 }
+        for attempt in 0..<2 {
+            let outcome: (woken: Bool, expired: Bool) = state.withLock {
+                if $0.wakePending {
+                    $0.wakePending = false
+                    return (true, false)
+                }
+                if $0.armed != LoopTime.distantFuture {
+                    $0.now = max($0.now, $0.armed)
+                    return (false, true)
+                }
+                return (false, false)
+            }
+            if outcome.woken || outcome.expired {
+                events.woken = outcome.woken
+                events.deadlineExpired = outcome.expired
+                return
+            }
+            if attempt == 0, let hook = onBlock.withLock({ $0 }) {
+                hook(self)
+            }
+        }
+        preconditionFailure(
+            "ManualWaiter: the loop would sleep forever (no wake-up pending, no deadline armed)")
+    }
+
+    func wake() {
+        state.withLock { $0.wakePending = true }
+    }
+
+    func close() {
+        state.withLock { $0.closed = true }
+    }
+}
