@@ -1,0 +1,53 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLoopRuntimeShims
+
+/// A joinable POSIX thread running a closure.
+///
+/// `join()` must be called exactly once (by one thread); until then the thread's resources are
+/// held, which is what lets tests and `LoopThread` prove no thread is left behind.
+final class PlatformThread: @unchecked Sendable {
+    // `handle` is written once by `spawn` before the object is shared; `join` is called once.
+    private var handle = pthread_t()
+
+    private final class Start {
+        let name: String?
+        let body: () -> Void
+        init(name: String?, body: @escaping () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+
+    private init() {}
+
+    /// Starts a thread named `name` (the kernel keeps 15 bytes) running `body`.
+    ///
+    /// - Throws: ``LoopSystemError`` for `pthread_create` (e.g. `EAGAIN`: too many threads).
+    static func spawn(name: String? = nil, _ body: @escaping @Sendable () -> Void) throws(LoopSystemError)
+        -> PlatformThread
+    {
+        let thread = PlatformThread()
+        let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
+        let result = pthread_create(
+            &thread.handle, nil,
+            { raw in
+                let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
+                if let name = start.name { _ = cloop_set_current_thread_name(name) }
+                start.body()
+                return nil
+            }, start)
+        guard result == 0 else {
+            Unmanaged<Start>.fromOpaque(start).release()
+            throw LoopSystemError(call: "pthread_create", errno: result)
+        }
+        return thread
+    }
+
+    /// Waits for the thread to end.
+    func join() {
+        let result = pthread_join(handle, nil)
+        precondition(result == 0, "LoopRuntime: pthread_join failed with error \(result)")
+    }
+}

@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+import Testing
+
+@testable import LoopRuntime
+
+/// A thread-safe log of events, compared exactly in tests.
+final class Trace: Sendable {
+    private let events = Mutex<[String]>([])
+
+    func append(_ event: String) {
+        events.withLock { $0.append(event) }
+    }
+
+    var all: [String] { events.withLock { $0 } }
+
+    /// The events joined by spaces: `"E BT BS BW AW X"`.
+    var text: String { all.joined(separator: " ") }
+
+    func clear() { events.withLock { $0.removeAll() } }
+
+    func count(of event: String) -> Int { all.filter { $0 == event }.count }
+}
+
+/// A thread-safe counter.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    @discardableResult
+    func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
+    var count: Int { value.load(ordering: .relaxed) }
+}
+
+/// A loop on the calling thread driven by a manual waiter with virtual time.
+func makeManualLoop() -> (Loop, ManualWaiter) {
+    let waiter = ManualWaiter()
+    return (Loop(waiter: waiter), waiter)
+}
+
+/// A loop on the calling thread with a real epoll waiter, not registered as the thread's loop.
+func makeEpollLoop() throws -> Loop {
+    Loop(waiter: try EpollWaiter())
+}
+
+/// An observer appending the SPEC notation of each activity (`E`, `BT`, …) to `trace`.
+func tracing(
+    _ trace: Trace, _ activities: Loop.Activity = .allActivities, order: Int = 0, prefix: String = ""
+) -> LoopObserver {
+    LoopObserver(activities: activities, order: order) { _, activity in
+        trace.append(prefix + activity.description)
+    }
+}
+
+/// A source that is never signalled: it keeps its modes alive (SPEC R10).
+func keepAliveSource() -> LoopSource {
+    LoopSource {}
+}
+
+extension ManualWaiter {
+    var virtualNow: ContinuousClock.Instant { LoopTime.instant(now()) }
+    var armedDeadline: Int64 { state.withLock { $0.armed } }
+    var blockingWaits: Int { state.withLock { $0.blockingWaits } }
+    var armCalls: Int { state.withLock { $0.armCalls } }
+}
+
+extension Loop {
+    /// The loop's clock as an instant (virtual for manual loops).
+    var now: ContinuousClock.Instant { LoopTime.instant(waiter.now()) }
+}
+
+/// Runs `body` on a new thread and waits for it to end.
+func onNewThread(name: String = "test-thread", _ body: @escaping @Sendable () -> Void) throws {
+    try PlatformThread.spawn(name: name, body).join()
+}
+
+/// Polls `condition` every millisecond until it holds or `timeout` passes; true if it held.
+func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        usleep(1000)
+    }
+    return condition()
+}
+
+/// The number of entries of /proc/self/fd: the open descriptors plus a constant (".", ".." and the
+/// directory's own descriptor). Compare two readings; never rely on the absolute value.
+func openDescriptorCount() -> Int {
+    guard let directory = opendir("/proc/self/fd") else { return -1 }
+    defer { closedir(directory) }
+    var count = 0
+    while readdir(directory) != nil { count += 1 }
+    return count
+}
