@@ -26,7 +26,7 @@ struct LoopPassTests {
         loop.add(keepAliveSource(), forMode: .default)
         // Two wake-ups with nothing to do, then a stop: three passes.
         let waits = Counter()
-        waiter.onBlock.withLock {
+        waiter.duringWait.withLock {
             $0 = { _ in
                 if waits.increment() <= 2 { loop.wakeUp() } else { loop.stop() }
             }

@@ -379,7 +379,7 @@ struct LoopTests {
         let (loop, waiter) = makeManualLoop()
         loop.add(keepAliveSource(), forMode: .default)
         let seen = Mutex<Bool?>(nil)
-        waiter.onBlock.withLock {
+        waiter.duringWait.withLock {
             $0 = { _ in
                 seen.withLock { $0 = loop.isWaiting }
                 loop.stop()

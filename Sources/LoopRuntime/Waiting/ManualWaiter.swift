@@ -2,10 +2,11 @@ import Synchronization
 
 /// A waiter with a virtual clock, for deterministic tests of the pass.
 ///
-/// A blocking wait never sleeps: if a wake-up is pending it returns at once; otherwise it jumps the
-/// virtual clock to the armed deadline. With neither, it calls `onBlock` (which may wake the loop,
-/// advance time, stop it…) and, if that still leaves nothing to wait for, traps — a real loop
-/// would sleep forever there, and a test should say what it expected instead.
+/// A blocking wait never sleeps. It first calls `duringWait`, which plays "another thread acting
+/// while the loop sleeps" (it may wake or stop the loop, move timers, advance time…). Then, if a
+/// wake-up is pending it returns at once; otherwise it jumps the virtual clock to the armed
+/// deadline. With neither it traps: a real loop would sleep forever there, and a test should say
+/// what it expected instead.
 final class ManualWaiter: LoopWaiter, Sendable {
     struct State {
         var now: Int64
@@ -18,8 +19,9 @@ final class ManualWaiter: LoopWaiter, Sendable {
     }
 
     let state: Mutex<State>
-    /// Called (on the loop thread) when a blocking wait has neither a wake-up nor a deadline.
-    let onBlock: Mutex<(@Sendable (ManualWaiter) -> Void)?> = Mutex(nil)
+    /// Called on the loop thread at the start of every blocking wait, while the loop counts as
+    /// sleeping.
+    let duringWait: Mutex<(@Sendable (ManualWaiter) -> Void)?> = Mutex(nil)
 
     /// A waiter whose virtual clock starts at `start` (loop time).
     init(start: Int64 = 1_000_000_000_000) {
@@ -46,29 +48,25 @@ final class ManualWaiter: LoopWaiter, Sendable {
             return
         }
         state.withLock { $0.blockingWaits += 1 }
-        for attempt in 0..<2 {
-            let outcome: (woken: Bool, expired: Bool) = state.withLock {
-                if $0.wakePending {
-                    $0.wakePending = false
-                    return (true, false)
-                }
-                if $0.armed != LoopTime.distantFuture {
-                    $0.now = max($0.now, $0.armed)
-                    return (false, true)
-                }
-                return (false, false)
-            }
-            if outcome.woken || outcome.expired {
-                events.woken = outcome.woken
-                events.deadlineExpired = outcome.expired
-                return
-            }
-            if attempt == 0, let hook = onBlock.withLock({ $0 }) {
-                hook(self)
-            }
+        if let hook = duringWait.withLock({ $0 }) {
+            hook(self)
         }
-        preconditionFailure(
+        let outcome: (woken: Bool, expired: Bool) = state.withLock {
+            if $0.wakePending {
+                $0.wakePending = false
+                return (true, false)
+            }
+            if $0.armed != LoopTime.distantFuture {
+                $0.now = max($0.now, $0.armed)
+                return (false, true)
+            }
+            return (false, false)
+        }
+        precondition(
+            outcome.woken || outcome.expired,
             "ManualWaiter: the loop would sleep forever (no wake-up pending, no deadline armed)")
+        events.woken = outcome.woken
+        events.deadlineExpired = outcome.expired
     }
 
     func wake() {
