@@ -26,6 +26,9 @@ extension Loop {
         let queued = QueuedBlock(modes: modes, body: block)
         let (accepted, wake) = lock.withLock { () -> (Bool, Bool) in
             guard !state.isTornDown else { return (false, false) }
+            for mode in modes where mode != .common {
+                _ = state.modeState(mode)  // SPEC R4: a block naming a mode creates it.
+            }
             state.blocks.append(queued)
             // Wake the loop only if it is running a mode the block can run in; a run of another
             // mode finds the block when it starts (SPEC R10, R58).

@@ -1,0 +1,73 @@
+import Testing
+
+@testable import LoopRuntime
+
+/// SPEC I: common modes.
+@Suite("Loop common modes (SPEC R62–R64)")
+struct LoopCommonModesTests {
+    @Test("R62 adding a mode to the common set copies every common item into it")
+    func addCommonModeCopiesItems() {
+        let (loop, waiter) = makeManualLoop()
+        let trace = Trace()
+        let timer = LoopTimer(fireAt: waiter.virtualNow) { _ in trace.append("timer") }
+        let observer = tracing(trace, .entry)
+        let source = LoopSource { trace.append("source") }
+        loop.add(timer, forMode: .common)
+        loop.add(observer, forMode: .common)
+        loop.add(source, forMode: .common)
+        let tracking: Loop.Mode = "tracking"
+        #expect(loop.run(tracking, for: .zero) == .finished)  // not common yet: empty
+        loop.addCommonMode(tracking)
+        loop.addCommonMode(tracking)  // idempotent
+        #expect(loop.commonModes == [.default, tracking])
+        #expect(loop.contains(timer, inMode: tracking))
+        #expect(loop.contains(observer, inMode: tracking))
+        #expect(loop.contains(source, inMode: tracking))
+        source.signal()
+        loop.run(tracking, for: .zero)
+        #expect(trace.text == "E source timer")
+    }
+
+    @Test("R63 an item added to .common is in every common mode; removing it from .common removes it from all")
+    func commonItems() {
+        let (loop, _) = makeManualLoop()
+        loop.addCommonMode("a")
+        loop.addCommonMode("b")
+        let timer = LoopTimer(fireAt: .now + .seconds(60)) { _ in }
+        loop.add(timer, forMode: .common)
+        for mode: Loop.Mode in [.default, "a", "b", .common] {
+            #expect(loop.contains(timer, inMode: mode))
+        }
+        #expect(!loop.contains(timer, inMode: "c"))
+        loop.remove(timer, forMode: .common)
+        for mode: Loop.Mode in [.default, "a", "b", .common] {
+            #expect(!loop.contains(timer, inMode: mode))
+        }
+        #expect(timer.isValid)
+    }
+
+    @Test("R64 removing a common item from one mode affects only that mode; it stays common")
+    func removeFromOneMode() {
+        let (loop, _) = makeManualLoop()
+        loop.addCommonMode("a")
+        let observer = LoopObserver(activities: .entry) { _, _ in }
+        loop.add(observer, forMode: .common)
+        loop.remove(observer, forMode: "a")
+        #expect(!loop.contains(observer, inMode: "a"))
+        #expect(loop.contains(observer, inMode: .default))
+        #expect(loop.contains(observer, inMode: .common))
+        loop.addCommonMode("b")
+        #expect(loop.contains(observer, inMode: "b"))
+    }
+
+    @Test("R64 an item added directly to a mode that later becomes common is not a common item")
+    func directItemIsNotCommon() {
+        let (loop, _) = makeManualLoop()
+        let source = LoopSource {}
+        loop.add(source, forMode: "a")
+        loop.addCommonMode("a")
+        #expect(!loop.contains(source, inMode: .common))
+        loop.addCommonMode("b")
+        #expect(!loop.contains(source, inMode: "b"))
+    }
+}
