@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import Synchronization
 import Testing
 
@@ -84,12 +85,45 @@ func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) -> Bo
     return condition()
 }
 
-/// The number of entries of /proc/self/fd: the open descriptors plus a constant (".", ".." and the
-/// directory's own descriptor). Compare two readings; never rely on the absolute value.
-func openDescriptorCount() -> Int {
-    guard let directory = opendir("/proc/self/fd") else { return -1 }
+/// What each open descriptor of this process refers to (`/proc/self/fd/N` link targets).
+func openDescriptors() -> [Int32: String] {
+    var result: [Int32: String] = [:]
+    guard let directory = opendir("/proc/self/fd") else { return result }
+    let own = dirfd(directory)
     defer { closedir(directory) }
-    var count = 0
-    while readdir(directory) != nil { count += 1 }
-    return count
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        guard let fd = Int32(name), fd != own else { continue }
+        var buffer = [CChar](repeating: 0, count: 256)
+        let length = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+        result[fd] = length > 0 ? String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+    }
+    return result
+}
+
+/// Makes libdispatch open the timer descriptors it creates lazily (one per clock), so that they
+/// are not mistaken for a leak by a descriptor check that starts afterwards.
+func warmUpDispatchTimers() {
+    let done = DispatchSemaphore(value: 0)
+    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(1)) { done.signal() }
+    DispatchQueue.global().asyncAfter(wallDeadline: .now() + .milliseconds(1)) { done.signal() }
+    done.wait()
+    done.wait()
+}
+
+/// The descriptors open now, after warming up libdispatch (see `warmUpDispatchTimers`).
+func descriptorBaseline() -> [Int32: String] {
+    warmUpDispatchTimers()
+    return openDescriptors()
+}
+
+/// Traps with the descriptors opened since `before` if there are any (for exit tests).
+func requireNoNewDescriptors(since before: [Int32: String]) {
+    let after = openDescriptors()
+    let opened = after.filter { before[$0.key] != $0.value }
+    if !opened.isEmpty {
+        fatalError("descriptors leaked: \(opened.sorted { $0.key < $1.key })")
+    }
 }
