@@ -17,10 +17,12 @@ let package = Package(
             dependencies: ["LoopRuntime"],
             path: "Examples/LoopDemo"
         ),
+        // Counts allocations by interposing malloc in the benchmark executable only.
+        .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
         // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.
         .executableTarget(
             name: "LoopBenchmarks",
-            dependencies: ["LoopRuntime", "CLoopRuntimeShims"],
+            dependencies: ["LoopRuntime", "CMallocCounter"],
             path: "Benchmarks/LoopBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),

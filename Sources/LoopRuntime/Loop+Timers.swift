@@ -14,6 +14,7 @@ extension Loop {
             if mode == .common {
                 guard state.commonTimers.updateValue(timer, forKey: ObjectIdentifier(timer)) == nil
                 else { return }
+                timer.isCommonItem = true
             }
             let modes = state.concreteModes(mode)
             for modeState in modes {
@@ -36,6 +37,7 @@ extension Loop {
             if mode == .common {
                 guard state.commonTimers.removeValue(forKey: ObjectIdentifier(timer)) != nil
                 else { return }
+                timer.isCommonItem = false
             }
             let modes = state.concreteModes(mode)
             for modeState in modes {
@@ -53,7 +55,7 @@ extension Loop {
             guard isBound(timer) else { return false }
             if mode == .common { return state.commonTimers[ObjectIdentifier(timer)] != nil }
             guard let modeState = state.modes[mode] else { return false }
-            return timer.memberships.contains { $0.mode === modeState }
+            return timer.modes.contains(modeState)
         }
     }
 
@@ -63,8 +65,10 @@ extension Loop {
     /// - Important: Safe from any thread.
     public func nextFireDate(in mode: Mode) -> ContinuousClock.Instant? {
         lock.withLock {
-            let modes = mode == .common ? state.commonModes.compactMap { state.modes[$0] } : [state.modes[mode]].compactMap { $0 }
-            return modes.compactMap(\.timerHeap.earliestFireDate).min().map(LoopTime.instant)
+            let modes =
+                mode == .common
+                ? state.commonModes.compactMap { state.modes[$0] } : [state.modes[mode]].compactMap { $0 }
+            return modes.compactMap { $0.timerHeap.earliestFireDate() }.min().map(LoopTime.instant)
         }
     }
 
@@ -91,42 +95,66 @@ extension Loop {
 
     /// Adds a membership and, unless the timer is firing, a heap entry. Lock held.
     func insert(_ timer: LoopTimer, into modeState: ModeState) {
-        guard !timer.memberships.contains(where: { $0.mode === modeState }) else { return }
-        let membership = TimerMembership(timer: timer, mode: modeState)
-        timer.memberships.append(membership)
+        guard !timer.modes.contains(modeState) else { return }
+        timer.modes.append(modeState)
         modeState.timerCount += 1
         if !timer.isFiring {
             let (fireDate, tolerance) = timer.shared.withLock { ($0.fireDate, $0.tolerance) }
-            modeState.timerHeap.insert(entry(for: membership, fireDate: fireDate, tolerance: tolerance))
+            modeState.timerHeap.push(entry(for: timer, fireDate: fireDate, tolerance: tolerance))
         }
     }
 
-    private func entry(for membership: TimerMembership, fireDate: Int64, tolerance: Int64)
-        -> TimerHeap.Entry
-    {
+    private func entry(for timer: LoopTimer, fireDate: Int64, tolerance: Int64) -> TimerHeap.Entry {
         TimerHeap.Entry(
-            fireDate: fireDate, latest: LoopTime.adding(tolerance, to: fireDate),
-            sequence: membership.timer.sequence, membership: membership)
+            fireDate: fireDate, sequence: timer.sequence,
+            latest: LoopTime.adding(tolerance, to: fireDate), generation: timer.generation,
+            timer: timer)
+    }
+
+    /// Makes every heap entry of `timer` stale (O(1) per mode). `popped` is a mode whose entry
+    /// was already taken out of its heap. Lock held.
+    private func retireEntries(of timer: LoopTimer, popped: ModeState? = nil) {
+        if !timer.isFiring {
+            for mode in timer.modes where mode !== popped { mode.timerHeap.noteStale() }
+        }
+        timer.generation &+= 1
+    }
+
+    /// Gives `timer` a fresh entry in each of its modes. Lock held; the timer has none live.
+    private func pushEntries(of timer: LoopTimer, fireDate: Int64, tolerance: Int64) {
+        let fresh = entry(for: timer, fireDate: fireDate, tolerance: tolerance)
+        for mode in timer.modes { mode.timerHeap.push(fresh) }
     }
 
     /// Lock held.
     private func removeMembership(of timer: LoopTimer, from modeState: ModeState) {
-        guard let index = timer.memberships.firstIndex(where: { $0.mode === modeState }) else { return }
-        let membership = timer.memberships.remove(at: index)
-        if membership.heapIndex >= 0 { modeState.timerHeap.remove(at: membership.heapIndex) }
+        guard timer.modes.contains(modeState) else { return }
+        let hadEntries = !timer.isFiring
+        retireEntries(of: timer)
+        timer.modes.remove(modeState)
         modeState.timerCount -= 1
+        if hadEntries {
+            let (fireDate, tolerance) = timer.shared.withLock { ($0.fireDate, $0.tolerance) }
+            pushEntries(of: timer, fireDate: fireDate, tolerance: tolerance)
+        }
+    }
+
+    /// Removes the timer from every mode; re-arms a wait that was for it (SPEC M7). Lock held.
+    private func detachLocked(_ timer: LoopTimer) {
+        let wasInSleepingMode = state.sleepingMode.map(timer.modes.contains) ?? false
+        retireEntries(of: timer)
+        for modeState in timer.modes { modeState.timerCount -= 1 }
+        timer.modes.removeAll()
+        if timer.isCommonItem {
+            timer.isCommonItem = false
+            state.commonTimers.removeValue(forKey: ObjectIdentifier(timer))
+        }
+        if wasInSleepingMode, let sleeping = state.sleepingMode { rearmIfSleeping(in: [sleeping]) }
     }
 
     /// Invalidation: leave every mode (SPEC R39) and re-arm a wait that was for this timer (M7).
     func detach(_ timer: LoopTimer) {
-        lock.withLock {
-            let modes = timer.memberships.map(\.mode)
-            for modeState in modes {
-                removeMembership(of: timer, from: modeState)
-            }
-            state.commonTimers.removeValue(forKey: ObjectIdentifier(timer))
-            rearmIfSleeping(in: modes)
-        }
+        lock.withLock { detachLocked(timer) }
     }
 
     /// Applies a change to a bound timer's schedule and repositions it in all its modes
@@ -139,12 +167,9 @@ extension Loop {
                 return ($0.fireDate, $0.tolerance)
             }
             guard let (fireDate, tolerance) = dates, !timer.isFiring else { return }
-            let latest = LoopTime.adding(tolerance, to: fireDate)
-            for membership in timer.memberships where membership.heapIndex >= 0 {
-                membership.mode.timerHeap.update(
-                    at: membership.heapIndex, fireDate: fireDate, latest: latest)
-            }
-            rearmIfSleeping(in: timer.memberships.lazy.map(\.mode))
+            retireEntries(of: timer)
+            pushEntries(of: timer, fireDate: fireDate, tolerance: tolerance)
+            rearmIfSleeping(in: timer.modes)
         }
     }
 
@@ -153,47 +178,46 @@ extension Loop {
         let now = waiter.now()
         var due = scratch.dueTimers
         scratch.dueTimers = []
+        // SPEC R35: collected first, then fired in ascending fire date, ties in add order.
         lock.withLock {
-            run.mode.timerHeap.collectDue(asOf: now, into: &due)
+            run.mode.timerHeap.popDue(asOf: now, into: &due)
         }
         if !due.isEmpty {
-            // SPEC R35: collected first, then fired in ascending fire date, ties in add order.
-            if due.count > 1 { due.sort { $0.firesBefore($1) } }
             for entry in due {
-                fire(entry.membership.timer, dueAsOf: now)
+                fire(entry, poppedFrom: run.mode)
+                TimerHeap.release(entry)
             }
             due.removeAll(keepingCapacity: true)
         }
         scratch.dueTimers = due
     }
 
-    private func fire(_ timer: LoopTimer, dueAsOf now: Int64) {
+    private func fire(_ entry: TimerHeap.Entry, poppedFrom mode: ModeState) {
+        let timer = entry.timer
         let serviced: Int64? = lock.withLock {
-            // A timer moved, invalidated or already fired by an earlier callout of the batch is
-            // checked again here.
-            guard !timer.isFiring else { return nil }
-            let fireDate: Int64? = timer.shared.withLock {
-                $0.isValid && $0.fireDate <= now ? $0.fireDate : nil
+            // Moved, removed, invalidated or fired by an earlier callout of this batch: the entry
+            // went stale (and the change pushed whatever entries the timer needs now).
+            guard entry.isLive, !timer.isFiring, timer.shared.withLock({ $0.isValid }) else {
+                return nil
             }
-            guard let fireDate else { return nil }
-            // SPEC R42: while firing, the timer is out of every heap, so nested runs skip it and
-            // the wait ignores it.
+            // SPEC R42: while firing, the timer has no live entry, so nested runs skip it and
+            // waits ignore it. Its entry in this mode was popped already.
+            retireEntries(of: timer, popped: mode)
             timer.isFiring = true
-            for membership in timer.memberships where membership.heapIndex >= 0 {
-                membership.mode.timerHeap.remove(at: membership.heapIndex)
-            }
-            return fireDate
+            return entry.fireDate
         }
         guard let serviced else { return }
 
         timer.handler(timer)
 
-        guard timer.isRepeating else {
-            lock.withLock { timer.isFiring = false }
-            timer.invalidate()  // SPEC R36
-            return
-        }
         lock.withLock {
+            guard timer.isRepeating else {
+                // SPEC R36: a one-shot timer is invalidated right after its callout returns.
+                timer.shared.withLock { $0.isValid = false }
+                detachLocked(timer)
+                timer.isFiring = false
+                return
+            }
             timer.isFiring = false
             let dates: (Int64, Int64)? = timer.shared.withLock {
                 guard $0.isValid else { return nil }  // SPEC R39
@@ -205,10 +229,7 @@ extension Loop {
                 return ($0.fireDate, $0.tolerance)
             }
             guard let (fireDate, tolerance) = dates else { return }
-            for membership in timer.memberships where membership.heapIndex < 0 {
-                membership.mode.timerHeap.insert(
-                    entry(for: membership, fireDate: fireDate, tolerance: tolerance))
-            }
+            pushEntries(of: timer, fireDate: fireDate, tolerance: tolerance)
         }
     }
 

@@ -32,7 +32,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     // Thread-safety, by owner:
     // - immutable after init: `owner`, `waiter`, `isMain`, `lock`, `state` (the reference);
     // - guarded by `lock`: every field of `state`, of its `ModeState`s, and the loop-side
-    //   bookkeeping of bound items (`LoopTimer.memberships`, …);
+    //   bookkeeping of bound items (`LoopTimer.modes`, …);
     // - atomics: `sleepState`, `waitingFlag` (the wake-up protocol in Loop+Wait.swift);
     // - loop thread only: `scratch` (buffers reused by the pass so it does not allocate).
 
@@ -208,13 +208,13 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
                 cancels.append((source, modeState.mode))
             }
             for entry in modeState.timerHeap.entries {
-                entry.membership.timer.memberships.removeAll()
+                entry.timer.modes.removeAll()
             }
             for observer in modeState.observers {
                 observer.memberships.removeAll()
             }
             modeState.sources.removeAll()
-            modeState.timerHeap = TimerHeap()
+            modeState.timerHeap.removeAll()
             modeState.timerCount = 0
             modeState.observers.removeAll()
             modeState.recomputeObserverActivities()
@@ -223,6 +223,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         for (source, _) in cancels {
             source.registrations.withLock { _ = $0.removeValue(forKey: id) }
         }
+        for timer in state.commonTimers.values { timer.isCommonItem = false }
         state.commonTimers.removeAll()
         state.commonSources.removeAll()
         state.commonObservers.removeAll()

@@ -24,9 +24,9 @@ import Synchronization
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
     // Thread-safety: `interval`, `intervalNanoseconds` and `handler` are immutable. `shared` is
-    // guarded by its own mutex. `memberships`, `isFiring` and `sequence` are guarded by the lock of
-    // the loop the timer is bound to (only that loop touches them, always holding its lock).
-    // Lock order: loop lock, then `shared`.
+    // guarded by its own mutex. `modes`, `generation`, `isFiring`, `sequence` and `isCommonItem`
+    // are guarded by the lock of the loop the timer is bound to (only that loop touches them,
+    // always holding its lock). Lock order: loop lock, then `shared`.
 
     /// The interval of a repeating timer; `nil` for a one-shot timer.
     public let interval: Duration?
@@ -42,9 +42,16 @@ public final class LoopTimer: @unchecked Sendable {
     }
     let shared: Mutex<Shared>
 
-    var memberships: [TimerMembership] = []
+    /// The concrete modes of the bound loop the timer is in.
+    var modes = TimerModes()
+    /// Bumped whenever the schedule changes; heap entries of older generations are stale.
+    var generation: UInt64 = 0
+    /// True while the handler runs; the timer then has no live heap entry (SPEC R42).
     var isFiring = false
+    /// The add order within the bound loop (ties between equal fire dates, SPEC R35).
     var sequence: UInt64 = 0
+    /// Recorded in the bound loop's common items (SPEC R63).
+    var isCommonItem = false
 
     /// Creates a timer that fires at `date`.
     ///

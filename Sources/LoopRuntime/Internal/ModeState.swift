@@ -30,6 +30,10 @@ final class ModeState {
         self.mode = mode
     }
 
+    deinit {
+        timerHeap.removeAll()
+    }
+
     /// R10: no sources and no timers (blocks are checked by the loop; observers never count).
     var hasNoSourcesOrTimers: Bool {
         sources.isEmpty && timerCount == 0

@@ -1,136 +1,288 @@
-/// One timer's place in one mode of its loop.
+/// A 4-ary min-heap of a mode's timer entries keyed by (fire date, sequence), so timers due at the
+/// same date fire in the order they were added (SPEC R35).
 ///
-/// A timer scheduled in several modes shares one schedule (SPEC R33) but sits in each mode's heap;
-/// the membership is the heap's element, so moving it in the heap updates its index in O(1).
+/// Entries are immutable snapshots of a timer's schedule tagged with the timer's `generation`.
+/// Changing a schedule (moving, removing, invalidating, firing) bumps the generation, which makes
+/// every entry of the timer stale in O(1), and pushes fresh entries where needed (O(log n)). Stale
+/// entries are dropped when they reach the root, or all at once when they outnumber live ones
+/// (O(n), amortized O(1) per change). No back-pointers, so sifting touches only this array — the
+/// difference between cache-resident and cache-missing heaps at a million timers.
 ///
-/// All fields are guarded by the lock of the loop the timer belongs to.
-final class TimerMembership {
-    let timer: LoopTimer
-    unowned let mode: ModeState
-    /// The position in `mode.timerHeap`, or -1 while the timer is firing (out of every heap).
-    var heapIndex = -1
-
-    init(timer: LoopTimer, mode: ModeState) {
-        self.timer = timer
-        self.mode = mode
-    }
-}
-
-/// A binary min-heap of a mode's timers keyed by (fire date, sequence), so timers due at the same
-/// date fire in the order they were added (SPEC R35). Insert, remove and reposition are
-/// O(log n); collecting the due timers and finding the coalesced wake-up time are O(k) in the
-/// number of timers due (SPEC R43).
+/// Entries are plain data: the timer reference is `unowned(unsafe)` and each entry owns one
+/// retain of its timer, taken in `push` and given back when the entry is dropped (or handed to
+/// the caller of `popDue`, who must call `release(_:)`). Moving and sorting entries therefore
+/// costs no reference counting at all.
+///
+/// Taking the due timers pops them in firing order (O(k log n) for k due timers, no sort), and
+/// finding the coalesced wake-up time is O(k) in the number of timers inside the first tolerance
+/// window (SPEC R43), because the walk prunes every subtree that starts too late.
 ///
 /// Guarded by the owning loop's lock.
 struct TimerHeap {
     struct Entry {
         /// The fire date (loop time).
-        var fireDate: Int64
-        /// `fireDate + tolerance`: the latest moment the timer may fire (SPEC R43).
-        var latest: Int64
+        let fireDate: Int64
         /// The order the timer was added to its loop in; breaks ties between equal dates.
-        var sequence: UInt64
-        let membership: TimerMembership
+        let sequence: UInt64
+        /// `fireDate + tolerance`: the latest moment the timer may fire (SPEC R43).
+        let latest: Int64
+        /// The timer's generation when the entry was made; the entry is live while they match.
+        let generation: UInt64
+        /// Kept alive by the retain this entry owns.
+        unowned(unsafe) let timer: LoopTimer
 
         @inline(__always)
-        func firesBefore(_ other: Entry) -> Bool {
-            fireDate != other.fireDate ? fireDate < other.fireDate : sequence < other.sequence
-        }
+        var isLive: Bool { generation == timer.generation }
     }
 
     private(set) var entries: [Entry] = []
+    /// How many of `entries` are known to be stale.
+    private var staleCount = 0
 
-    var isEmpty: Bool { entries.isEmpty }
-    var count: Int { entries.count }
+    /// Entries that still describe their timer's schedule.
+    var liveCount: Int { entries.count - staleCount }
 
-    /// The earliest fire date, if any.
-    var earliestFireDate: Int64? { entries.first?.fireDate }
-
-    mutating func insert(_ entry: Entry) {
+    /// Adds an entry; it takes a retain of its timer.
+    mutating func push(_ entry: Entry) {
+        _ = Unmanaged.passUnretained(entry.timer).retain()
         entries.append(entry)
-        entries[entries.count - 1].membership.heapIndex = entries.count - 1
-        siftUp(entries.count - 1)
+        entries.withUnsafeMutableBufferPointer { Self.siftUp($0, from: $0.count - 1) }
     }
 
-    /// Removes the entry at `index` and marks its membership as out of the heap.
-    mutating func remove(at index: Int) {
-        let last = entries.count - 1
-        entries[index].membership.heapIndex = -1
-        if index != last {
-            entries.swapAt(index, last)
-            entries[index].membership.heapIndex = index
+    /// Gives back the retain owned by an entry returned by `popDue`.
+    static func release(_ entry: Entry) {
+        Unmanaged.passUnretained(entry.timer).release()
+    }
+
+    /// Drops every entry.
+    mutating func removeAll() {
+        for entry in entries { Self.release(entry) }
+        entries.removeAll()
+        staleCount = 0
+    }
+
+    /// Records that one entry of this heap went stale (its timer's generation moved on).
+    mutating func noteStale() {
+        staleCount += 1
+    }
+
+    /// Drops stale entries from the root, or compacts when they outnumber live ones, so the root
+    /// (if any) is live.
+    mutating func prune() {
+        guard staleCount > 0 else { return }
+        if staleCount * 2 > entries.count {
+            var kept = 0
+            entries.withUnsafeMutableBufferPointer { buffer in
+                for index in buffer.indices {
+                    if buffer[index].isLive {
+                        buffer.swapAt(kept, index)
+                        kept += 1
+                    } else {
+                        Self.release(buffer[index])
+                    }
+                }
+            }
+            entries.removeLast(entries.count - kept)
+            staleCount = 0
+            heapify()
+            return
         }
-        entries.removeLast()
-        if index < entries.count {
-            if !siftUp(index) { siftDown(index) }
+        while let root = entries.first, !root.isLive {
+            staleCount -= 1
+            removeRoot()
+            Self.release(root)
         }
     }
 
-    /// Changes the dates of the entry at `index` and restores the heap order.
-    mutating func update(at index: Int, fireDate: Int64, latest: Int64) {
-        entries[index].fireDate = fireDate
-        entries[index].latest = latest
-        if !siftUp(index) { siftDown(index) }
+    /// The earliest fire date of a live entry, if any.
+    mutating func earliestFireDate() -> Int64? {
+        prune()
+        return entries.first?.fireDate
     }
 
     /// The moment to wake up so that every timer fires inside its tolerance window while waking as
-    /// late as possible (SPEC R43): the earliest `latest` over all timers. Only timers whose fire
-    /// date is at or before the running minimum can lower it, so the walk prunes every subtree
+    /// late as possible (SPEC R43): the earliest `latest` over all live entries. Only entries whose
+    /// fire date is at or before the running minimum can lower it, so the walk prunes every subtree
     /// that starts after it.
-    func wakeDeadline() -> Int64 {
+    mutating func wakeDeadline() -> Int64 {
+        prune()
         guard let first = entries.first else { return LoopTime.distantFuture }
         var deadline = first.latest
-        visit(0, deadline: &deadline)
+        entries.withUnsafeBufferPointer { Self.visit($0, 0, deadline: &deadline) }
         return deadline
     }
 
-    private func visit(_ index: Int, deadline: inout Int64) {
-        guard index < entries.count, entries[index].fireDate <= deadline else { return }
-        deadline = min(deadline, entries[index].latest)
-        visit(2 * index + 1, deadline: &deadline)
-        visit(2 * index + 2, deadline: &deadline)
+    /// Removes every entry whose fire date is at or before `now` and appends the live ones to
+    /// `due`, in firing order: ascending fire date, ties in add order (SPEC R35). The caller owns
+    /// the appended entries' retains and must `release(_:)` each.
+    ///
+    /// A few due entries are popped one by one (O(k log n)). When many are due — a loop that was
+    /// busy or in another mode while thousands of timers came due — the heap is split in one
+    /// linear pass instead, the due part sorted and the rest re-heapified, which touches memory
+    /// in order rather than sifting a cold heap k times.
+    mutating func popDue(asOf now: Int64, into due: inout [Entry]) {
+        guard let root = entries.first, root.fireDate <= now else { return }
+        let bulkThreshold = 64 + entries.count / 32
+        if countDue(asOf: now, limit: bulkThreshold) < bulkThreshold {
+            while let root = entries.first, root.fireDate <= now {
+                removeRoot()
+                if root.isLive {
+                    due.append(root)
+                } else {
+                    staleCount -= 1
+                    Self.release(root)
+                }
+            }
+            return
+        }
+        let start = due.count
+        var kept = 0
+        entries.withUnsafeMutableBufferPointer { buffer in
+            for index in buffer.indices {
+                guard buffer[index].isLive else {
+                    Self.release(buffer[index])
+                    continue
+                }
+                if buffer[index].fireDate <= now {
+                    due.append(buffer[index])
+                } else {
+                    buffer.swapAt(kept, index)
+                    kept += 1
+                }
+            }
+        }
+        entries.removeLast(entries.count - kept)
+        staleCount = 0
+        heapify()
+        due[start...].sort(by: Self.precedes)
     }
 
-    /// Appends every entry whose fire date is at or before `now` to `due` (unordered).
-    func collectDue(asOf now: Int64, into due: inout [Entry]) {
-        collect(0, now: now, into: &due)
+    /// The number of entries due at `now`, counting at most `limit`.
+    private func countDue(asOf now: Int64, limit: Int) -> Int {
+        var count = 0
+        entries.withUnsafeBufferPointer { Self.count($0, 0, now: now, limit: limit, into: &count) }
+        return count
     }
 
-    private func collect(_ index: Int, now: Int64, into due: inout [Entry]) {
-        guard index < entries.count, entries[index].fireDate <= now else { return }
-        due.append(entries[index])
-        collect(2 * index + 1, now: now, into: &due)
-        collect(2 * index + 2, now: now, into: &due)
+    private mutating func heapify() {
+        entries.withUnsafeMutableBufferPointer { buffer in
+            guard buffer.count > 1 else { return }
+            for index in stride(from: (buffer.count - 2) / 4, through: 0, by: -1) {
+                Self.siftDown(buffer, from: index)
+            }
+        }
     }
 
-    @discardableResult
-    private mutating func siftUp(_ start: Int) -> Bool {
+    private mutating func removeRoot() {
+        let last = entries.removeLast()
+        if !entries.isEmpty {
+            entries[0] = last
+            entries.withUnsafeMutableBufferPointer { Self.siftDown($0, from: 0) }
+        }
+    }
+
+    // MARK: - Heap mechanics (on buffers: bitwise moves, no reference counting)
+
+    @inline(__always)
+    private static func precedes(_ a: Entry, _ b: Entry) -> Bool {
+        a.fireDate != b.fireDate ? a.fireDate < b.fireDate : a.sequence < b.sequence
+    }
+
+    private static func siftUp(_ buffer: UnsafeMutableBufferPointer<Entry>, from start: Int) {
         var index = start
         while index > 0 {
-            let parent = (index - 1) / 2
-            guard entries[index].firesBefore(entries[parent]) else { break }
-            entries.swapAt(index, parent)
-            entries[index].membership.heapIndex = index
-            entries[parent].membership.heapIndex = parent
+            let parent = (index - 1) / 4
+            guard precedes(buffer[index], buffer[parent]) else { return }
+            buffer.swapAt(index, parent)
             index = parent
         }
-        return index != start
     }
 
-    private mutating func siftDown(_ start: Int) {
+    private static func siftDown(_ buffer: UnsafeMutableBufferPointer<Entry>, from start: Int) {
         var index = start
-        let count = entries.count
+        let count = buffer.count
         while true {
-            let left = 2 * index + 1
-            guard left < count else { break }
-            var smallest = left
-            let right = left + 1
-            if right < count && entries[right].firesBefore(entries[left]) { smallest = right }
-            guard entries[smallest].firesBefore(entries[index]) else { break }
-            entries.swapAt(index, smallest)
-            entries[index].membership.heapIndex = index
-            entries[smallest].membership.heapIndex = smallest
+            let firstChild = 4 * index + 1
+            guard firstChild < count else { return }
+            var smallest = firstChild
+            var child = firstChild + 1
+            let end = min(firstChild + 4, count)
+            while child < end {
+                if precedes(buffer[child], buffer[smallest]) { smallest = child }
+                child += 1
+            }
+            guard precedes(buffer[smallest], buffer[index]) else { return }
+            buffer.swapAt(index, smallest)
             index = smallest
         }
+    }
+
+    private static func count(
+        _ buffer: UnsafeBufferPointer<Entry>, _ index: Int, now: Int64, limit: Int, into count: inout Int
+    ) {
+        guard count < limit, index < buffer.count, buffer[index].fireDate <= now else { return }
+        count += 1
+        let firstChild = 4 * index + 1
+        guard firstChild < buffer.count else { return }
+        for child in firstChild..<min(firstChild + 4, buffer.count) {
+            Self.count(buffer, child, now: now, limit: limit, into: &count)
+        }
+    }
+
+    private static func visit(_ buffer: UnsafeBufferPointer<Entry>, _ index: Int, deadline: inout Int64) {
+        guard index < buffer.count, buffer[index].fireDate <= deadline else { return }
+        if buffer[index].isLive { deadline = min(deadline, buffer[index].latest) }
+        let firstChild = 4 * index + 1
+        guard firstChild < buffer.count else { return }
+        for child in firstChild..<min(firstChild + 4, buffer.count) {
+            visit(buffer, child, deadline: &deadline)
+        }
+    }
+}
+
+/// The concrete modes a timer is in: one inline (the common case, no allocation), more in an
+/// array. Guarded by the owning loop's lock.
+struct TimerModes: Sequence {
+    private var first: ModeState?
+    private var others: [ModeState] = []
+
+    var isEmpty: Bool { first == nil }
+
+    func contains(_ mode: ModeState) -> Bool {
+        first === mode || others.contains { $0 === mode }
+    }
+
+    mutating func append(_ mode: ModeState) {
+        if first == nil { first = mode } else { others.append(mode) }
+    }
+
+    mutating func remove(_ mode: ModeState) {
+        if first === mode {
+            first = others.isEmpty ? nil : others.removeFirst()
+        } else {
+            others.removeAll { $0 === mode }
+        }
+    }
+
+    mutating func removeAll() {
+        first = nil
+        others.removeAll()
+    }
+
+    struct Iterator: IteratorProtocol {
+        fileprivate var first: ModeState?
+        fileprivate var others: IndexingIterator<[ModeState]>
+
+        mutating func next() -> ModeState? {
+            if let mode = first {
+                first = nil
+                return mode
+            }
+            return others.next()
+        }
+    }
+
+    func makeIterator() -> Iterator {
+        Iterator(first: first, others: others.makeIterator())
     }
 }
