@@ -36,9 +36,14 @@ extension Loop {
         until deadline: ContinuousClock.Instant? = nil,
         returnAfterSourceHandled: Bool = false
     ) -> RunResult {
-        runCall(
-            mode,
-            deadline: deadline.map(LoopTime.nanoseconds(of:)) ?? LoopTime.distantFuture,
+        guard let deadline else {
+            return runCall(
+                mode, deadline: LoopTime.distantFuture, zeroTimeout: false,
+                returnAfterSourceHandled: returnAfterSourceHandled)
+        }
+        let nanoseconds = LoopTime.nanoseconds(of: deadline)
+        return runCall(
+            mode, deadline: nanoseconds, zeroTimeout: nanoseconds <= waiter.now(),
             returnAfterSourceHandled: returnAfterSourceHandled)
     }
 
@@ -56,8 +61,9 @@ extension Loop {
     ) -> RunResult {
         let timeout = LoopTime.nanoseconds(of: timeout)
         let now = waiter.now()
-        let deadline = timeout <= 0 ? now : LoopTime.adding(timeout, to: now)
-        return runCall(mode, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
+        return runCall(
+            mode, deadline: timeout <= 0 ? now : LoopTime.adding(timeout, to: now),
+            zeroTimeout: timeout <= 0, returnAfterSourceHandled: returnAfterSourceHandled)
     }
 
     /// Runs the loop in the default mode until it is stopped or has nothing left to do.
@@ -69,7 +75,9 @@ extension Loop {
     /// - Important: Call on the loop's thread (SPEC R7).
     public func run() {
         while true {
-            switch runCall(.default, deadline: LoopTime.distantFuture, returnAfterSourceHandled: false)
+            switch runCall(
+                .default, deadline: LoopTime.distantFuture, zeroTimeout: false,
+                returnAfterSourceHandled: false)
             {
             case .stopped, .finished: return
             case .timedOut, .handledSource: continue
@@ -77,16 +85,18 @@ extension Loop {
         }
     }
 
-    func runCall(_ mode: Mode, deadline: Int64, returnAfterSourceHandled: Bool) -> RunResult {
+    /// One run call. `zeroTimeout`: the deadline is at or before now (SPEC R12).
+    func runCall(_ mode: Mode, deadline: Int64, zeroTimeout: Bool, returnAfterSourceHandled: Bool)
+        -> RunResult
+    {
         preconditionOnLoopThread("run(_:)")
         precondition(
             mode != .common,
             "Loop.run(_:) was asked to run .common on the \(self): .common names the set of common modes and cannot be run (SPEC R9, M5). Run a concrete mode such as .default."
         )
-        let start = waiter.now()
         let entered: (ModeState, Int)? = lock.withLock {
             // SPEC R10: a missing or empty mode returns at once, with no entry or exit.
-            guard !state.isTornDown, let modeState = state.modes[mode], !state.isEmpty(modeState)
+            guard !state.isTornDown, let modeState = state.existingMode(mode), !state.isEmpty(modeState)
             else { return nil }
             state.runLevels.append(RunLevelRecord(mode: modeState))
             return (modeState, state.runLevels.count - 1)
@@ -97,7 +107,7 @@ extension Loop {
             sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
         }
         let run = RunContext(
-            mode: modeState, deadline: deadline, zeroTimeout: deadline <= start,
+            mode: modeState, deadline: deadline, zeroTimeout: zeroTimeout,
             returnAfterSourceHandled: returnAfterSourceHandled, depth: depth)
 
         notifyObservers(.entry, run.mode)  // SPEC R17
@@ -131,7 +141,9 @@ extension Loop {
     /// Step 12, the end-of-pass decision in SPEC R14's precedence.
     private func endOfPass(_ run: RunContext, handled: Bool) -> RunResult? {
         if handled && run.returnAfterSourceHandled { return .handledSource }
-        if run.deadline != LoopTime.distantFuture && waiter.now() >= run.deadline {
+        if run.zeroTimeout
+            || (run.deadline != LoopTime.distantFuture && waiter.now() >= run.deadline)
+        {
             return .timedOut
         }
         return lock.withLock {

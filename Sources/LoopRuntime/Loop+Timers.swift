@@ -175,12 +175,12 @@ extension Loop {
 
     /// Step 10, first half: fire the timers of the mode that are due (SPEC R34–R39, R42).
     func fireDueTimers(_ run: RunContext) {
-        let now = waiter.now()
         var due = scratch.dueTimers
         scratch.dueTimers = []
         // SPEC R35: collected first, then fired in ascending fire date, ties in add order.
         lock.withLock {
-            run.mode.timerHeap.popDue(asOf: now, into: &due)
+            guard !run.mode.timerHeap.isEmpty else { return }
+            run.mode.timerHeap.popDue(asOf: waiter.now(), into: &due)
         }
         if !due.isEmpty {
             for entry in due {

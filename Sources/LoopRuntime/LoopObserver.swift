@@ -40,8 +40,8 @@ public final class LoopObserver: @unchecked Sendable {
     let shared = Mutex(Shared())
     let valid = Atomic<Bool>(true)
 
-    var memberships: [ModeState] = []
-    var isInCallout = false
+    @exclusivity(unchecked) var memberships: [ModeState] = []
+    @exclusivity(unchecked) var isInCallout = false
 
     /// Creates an observer.
     ///

@@ -43,15 +43,15 @@ public final class LoopTimer: @unchecked Sendable {
     let shared: Mutex<Shared>
 
     /// The concrete modes of the bound loop the timer is in.
-    var modes = TimerModes()
+    @exclusivity(unchecked) var modes = TimerModes()
     /// Bumped whenever the schedule changes; heap entries of older generations are stale.
-    var generation: UInt64 = 0
+    @exclusivity(unchecked) var generation: UInt64 = 0
     /// True while the handler runs; the timer then has no live heap entry (SPEC R42).
-    var isFiring = false
+    @exclusivity(unchecked) var isFiring = false
     /// The add order within the bound loop (ties between equal fire dates, SPEC R35).
-    var sequence: UInt64 = 0
+    @exclusivity(unchecked) var sequence: UInt64 = 0
     /// Recorded in the bound loop's common items (SPEC R63).
-    var isCommonItem = false
+    @exclusivity(unchecked) var isCommonItem = false
 
     /// Creates a timer that fires at `date`.
     ///

@@ -40,7 +40,7 @@ enum LoopRegistry {
 /// nested run takes the buffer out while it works, so the outer level finds it empty and
 /// allocates its own only in that case.
 final class PassScratch {
-    var blocks: [QueuedBlock] = []
-    var sources: [LoopSource] = []
-    var dueTimers: [TimerHeap.Entry] = []
+    @exclusivity(unchecked) var blocks: [QueuedBlock] = []
+    @exclusivity(unchecked) var sources: [LoopSource] = []
+    @exclusivity(unchecked) var dueTimers: [TimerHeap.Entry] = []
 }

@@ -22,40 +22,45 @@ struct RunLevelRecord {
 }
 
 /// The loop's shared structure. Every field is guarded by the loop's lock.
+///
+/// The lock (or, for the pass's scratch buffers, the loop thread) already guarantees exclusive
+/// access, so the fields of the engine's bookkeeping objects opt out of Swift's dynamic
+/// exclusivity checks (`@exclusivity(unchecked)`), which otherwise cost a thread-local lookup per
+/// access on the hot path.
 final class LoopState {
     /// Concrete modes, created on demand (SPEC R4).
-    var modes: [Loop.Mode: ModeState] = [:]
+    @exclusivity(unchecked) var modes: [Loop.Mode: ModeState] = [:]
     /// The common set (SPEC R62): starts as `{default}`, only grows.
-    var commonModes: Set<Loop.Mode> = [.default]
+    @exclusivity(unchecked) var commonModes: Set<Loop.Mode> = [.default]
     /// Items added to `.common` (SPEC R63).
-    var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
-    var commonSources: [ObjectIdentifier: LoopSource] = [:]
+    @exclusivity(unchecked) var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
+    @exclusivity(unchecked) var commonSources: [ObjectIdentifier: LoopSource] = [:]
     /// Common observers in the order they were added, so a mode made common later gets them in the
     /// same relative order (SPEC R25).
-    var commonObservers: [LoopObserver] = []
+    @exclusivity(unchecked) var commonObservers: [LoopObserver] = []
 
     /// The FIFO of blocks not yet run (SPEC R57).
-    var blocks: [QueuedBlock] = []
+    @exclusivity(unchecked) var blocks: [QueuedBlock] = []
     /// Sources signalled since the loop last looked, possibly several times or already performed
     /// elsewhere; step 4 sorts them out (SPEC R46).
-    var signalledSources: [LoopSource] = []
+    @exclusivity(unchecked) var signalledSources: [LoopSource] = []
 
     /// The run levels, innermost last (SPEC R18).
-    var runLevels: [RunLevelRecord] = []
+    @exclusivity(unchecked) var runLevels: [RunLevelRecord] = []
 
     /// While the loop is blocked in its wait: the mode it waits in and the run's deadline, so another
     /// thread that moves a timer of that mode can re-arm the wait (SPEC R41, M7).
-    var sleepingMode: ModeState? = nil
-    var sleepingRunDeadline = LoopTime.distantFuture
+    @exclusivity(unchecked) var sleepingMode: ModeState? = nil
+    @exclusivity(unchecked) var sleepingRunDeadline = LoopTime.distantFuture
     /// The deadline the waiter is armed with; `needsArming` after an expiration was not consumed.
-    var armedDeadline = LoopState.needsArming
+    @exclusivity(unchecked) var armedDeadline = LoopState.needsArming
     static let needsArming = Int64.min
 
     /// Set once at thread-exit teardown: the loop accepts nothing more.
-    var isTornDown = false
+    @exclusivity(unchecked) var isTornDown = false
 
     /// The next timer sequence number (ties between equal fire dates, SPEC R35).
-    var nextTimerSequence: UInt64 = 0
+    @exclusivity(unchecked) var nextTimerSequence: UInt64 = 0
 
     init() {
         modes.reserveCapacity(4)
@@ -92,6 +97,18 @@ final class LoopState {
     /// R10: nothing can ever wake `mode` (observers do not count, SPEC R30).
     func isEmpty(_ mode: ModeState) -> Bool {
         mode.hasNoSourcesOrTimers && !hasBlocks(for: mode)
+    }
+
+    /// The mode most recently looked up by name, so that repeated run calls in one mode skip
+    /// hashing its name.
+    @exclusivity(unchecked) var lastLookedUp: ModeState?
+
+    /// The state of an existing mode, or nil (SPEC R4: running a name nobody used).
+    func existingMode(_ mode: Loop.Mode) -> ModeState? {
+        if let last = lastLookedUp, last.mode == mode { return last }
+        let found = modes[mode]
+        if found != nil { lastLookedUp = found }
+        return found
     }
 
     /// The innermost running mode, if the loop is running.

@@ -33,6 +33,7 @@ enum LoopTime {
     /// "practically never" instead of overflowing).
     @inline(__always)
     static func nanoseconds(of duration: Duration) -> Int64 {
+        if duration == .zero { return 0 }
         let (seconds, attoseconds) = duration.components
         let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }

@@ -7,21 +7,21 @@ import Synchronization
 final class ModeState {
     let mode: Loop.Mode
     /// In the loop's common set (SPEC R62).
-    var isCommon = false
+    @exclusivity(unchecked) var isCommon = false
 
     /// The signalled (v0) sources of this mode.
-    var sources: [ObjectIdentifier: LoopSource] = [:]
+    @exclusivity(unchecked) var sources: [ObjectIdentifier: LoopSource] = [:]
 
     /// The timers of this mode that are not firing, by fire date.
-    var timerHeap = TimerHeap()
+    @exclusivity(unchecked) var timerHeap = TimerHeap()
     /// Every timer of this mode, firing or not (a firing timer is out of the heap but still keeps
     /// the mode alive).
-    var timerCount = 0
+    @exclusivity(unchecked) var timerCount = 0
 
     /// The observers of this mode in notification order: ascending `order`, equal orders in
     /// insertion order (SPEC R25). Replaced, never mutated in place while a notification holds a
     /// snapshot, so a snapshot is a retain, not a copy.
-    var observers: [LoopObserver] = []
+    @exclusivity(unchecked) var observers: [LoopObserver] = []
 
     /// The union of the activity masks of `observers`.
     let observerActivities = Atomic<UInt32>(0)

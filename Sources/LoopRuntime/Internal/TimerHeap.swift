@@ -39,6 +39,9 @@ struct TimerHeap {
     /// How many of `entries` are known to be stale.
     private var staleCount = 0
 
+    /// No entries at all, live or stale.
+    var isEmpty: Bool { entries.isEmpty }
+
     /// Entries that still describe their timer's schedule.
     var liveCount: Int { entries.count - staleCount }
 
