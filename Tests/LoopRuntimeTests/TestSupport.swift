@@ -63,6 +63,7 @@ extension ManualWaiter {
     var armedDeadline: Int64 { state.withLock { $0.armed } }
     var blockingWaits: Int { state.withLock { $0.blockingWaits } }
     var armCalls: Int { state.withLock { $0.armCalls } }
+    var wakeCalls: Int { state.withLock { $0.wakeCalls } }
 }
 
 extension Loop {
@@ -124,6 +125,10 @@ func requireNoNewDescriptors(since before: [Int32: String]) {
     let after = openDescriptors()
     let opened = after.filter { before[$0.key] != $0.value }
     if !opened.isEmpty {
+        if let file = fopen("/tmp/leak-\(getpid()).txt", "w") {
+            fputs("opened: \(opened)\nbefore: \(before)\n", file)
+            fclose(file)
+        }
         fatalError("descriptors leaked: \(opened.sorted { $0.key < $1.key })")
     }
 }

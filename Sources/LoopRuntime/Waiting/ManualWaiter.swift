@@ -15,6 +15,7 @@ final class ManualWaiter: LoopWaiter, Sendable {
         var blockingWaits = 0
         var pollingWaits = 0
         var armCalls = 0
+        var wakeCalls = 0
         var closed = false
     }
 
@@ -70,7 +71,10 @@ final class ManualWaiter: LoopWaiter, Sendable {
     }
 
     func wake() {
-        state.withLock { $0.wakePending = true }
+        state.withLock {
+            $0.wakePending = true
+            $0.wakeCalls += 1
+        }
     }
 
     func close() {
