@@ -17,12 +17,12 @@ let package = Package(
             dependencies: ["LoopRuntime"],
             path: "Examples/LoopDemo"
         ),
-        // Counts allocations by interposing malloc in the benchmark executable only.
-        .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
+        // Allocation counting (malloc interposed in the benchmark executable only), thread CPU usage.
+        .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
         // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.
         .executableTarget(
             name: "LoopBenchmarks",
-            dependencies: ["LoopRuntime", "CMallocCounter"],
+            dependencies: ["LoopRuntime", "CBenchmarkSupport"],
             path: "Benchmarks/LoopBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),

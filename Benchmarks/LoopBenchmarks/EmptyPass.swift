@@ -1,4 +1,4 @@
-import CMallocCounter
+import CBenchmarkSupport
 import CoreFoundation
 import Foundation
 import LoopRuntime

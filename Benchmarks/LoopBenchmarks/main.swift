@@ -9,6 +9,7 @@ import Foundation
 let scenarios: [(name: String, run: (Scale) -> Void)] = [
     ("empty-pass", EmptyPass.run),
     ("timers", TimerThroughput.run),
+    ("idle", Idle.run),
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())

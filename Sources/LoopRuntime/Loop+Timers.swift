@@ -16,11 +16,15 @@ extension Loop {
                 else { return }
                 timer.isCommonItem = true
             }
-            let modes = state.concreteModes(mode)
-            for modeState in modes {
+            if mode == .common {
+                let modes = state.concreteModes(mode)
+                for modeState in modes { insert(timer, into: modeState) }
+                rearmIfSleeping(in: modes)
+            } else {
+                let modeState = state.modeState(mode)
                 insert(timer, into: modeState)
+                if state.sleepingMode === modeState { rearmIfSleeping(in: CollectionOfOne(modeState)) }
             }
-            rearmIfSleeping(in: modes)
         }
     }
 
@@ -104,11 +108,11 @@ extension Loop {
         }
     }
 
+    /// A heap entry for the timer's current schedule. Lock held.
     private func entry(for timer: LoopTimer, fireDate: Int64, tolerance: Int64) -> TimerHeap.Entry {
-        TimerHeap.Entry(
-            fireDate: fireDate, sequence: timer.sequence,
-            latest: LoopTime.adding(tolerance, to: fireDate), generation: timer.generation,
-            timer: timer)
+        timer.latestFireDate = LoopTime.adding(tolerance, to: fireDate)
+        return TimerHeap.Entry(
+            fireDate: fireDate, sequence: timer.sequence, generation: timer.generation, timer: timer)
     }
 
     /// Makes every heap entry of `timer` stale (O(1) per mode). `popped` is a mode whose entry

@@ -24,7 +24,8 @@ import Synchronization
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
     // Thread-safety: `interval`, `intervalNanoseconds` and `handler` are immutable. `shared` is
-    // guarded by its own mutex. `modes`, `generation`, `isFiring`, `sequence` and `isCommonItem`
+    // guarded by its own mutex. `modes`, `generation`, `latestFireDate`, `isFiring`, `sequence` and
+    // `isCommonItem`
     // are guarded by the lock of the loop the timer is bound to (only that loop touches them,
     // always holding its lock). Lock order: loop lock, then `shared`.
 
@@ -45,7 +46,9 @@ public final class LoopTimer: @unchecked Sendable {
     /// The concrete modes of the bound loop the timer is in.
     @exclusivity(unchecked) var modes = TimerModes()
     /// Bumped whenever the schedule changes; heap entries of older generations are stale.
-    @exclusivity(unchecked) var generation: UInt64 = 0
+    @exclusivity(unchecked) var generation: UInt32 = 0
+    /// `fireDate + tolerance` of the live heap entries (SPEC R43).
+    @exclusivity(unchecked) var latestFireDate: Int64 = 0
     /// True while the handler runs; the timer then has no live heap entry (SPEC R42).
     @exclusivity(unchecked) var isFiring = false
     /// The add order within the bound loop (ties between equal fire dates, SPEC R35).

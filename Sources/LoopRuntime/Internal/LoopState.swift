@@ -70,7 +70,7 @@ final class LoopState {
 
     /// The state of `mode`, created on demand (SPEC R4). `mode` must not be `.common`.
     func modeState(_ mode: Loop.Mode) -> ModeState {
-        if let existing = modes[mode] { return existing }
+        if let existing = existingMode(mode) { return existing }
         let created = ModeState(mode: mode)
         created.isCommon = commonModes.contains(mode)
         modes[mode] = created

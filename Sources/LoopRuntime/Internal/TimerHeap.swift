@@ -24,15 +24,18 @@ struct TimerHeap {
         let fireDate: Int64
         /// The order the timer was added to its loop in; breaks ties between equal dates.
         let sequence: UInt64
-        /// `fireDate + tolerance`: the latest moment the timer may fire (SPEC R43).
-        let latest: Int64
         /// The timer's generation when the entry was made; the entry is live while they match.
-        let generation: UInt64
+        /// 32 bits are enough: compaction drops stale entries long before a generation can wrap.
+        let generation: UInt32
         /// Kept alive by the retain this entry owns.
         unowned(unsafe) let timer: LoopTimer
 
         @inline(__always)
         var isLive: Bool { generation == timer.generation }
+
+        /// `fireDate + tolerance` of a live entry: the latest moment it may fire (SPEC R43).
+        @inline(__always)
+        var latest: Int64 { timer.latestFireDate }
     }
 
     private(set) var entries: [Entry] = []
@@ -129,7 +132,7 @@ struct TimerHeap {
         if countDue(asOf: now, limit: bulkThreshold) < bulkThreshold {
             while let root = entries.first, root.fireDate <= now {
                 removeRoot()
-                if root.isLive {
+                if staleCount == 0 || root.isLive {
                     due.append(root)
                 } else {
                     staleCount -= 1
@@ -140,9 +143,10 @@ struct TimerHeap {
         }
         let start = due.count
         var kept = 0
+        let mayBeStale = staleCount > 0  // if not, skip dereferencing a million timers
         entries.withUnsafeMutableBufferPointer { buffer in
             for index in buffer.indices {
-                guard buffer[index].isLive else {
+                guard !mayBeStale || buffer[index].isLive else {
                     Self.release(buffer[index])
                     continue
                 }
@@ -157,7 +161,53 @@ struct TimerHeap {
         entries.removeLast(entries.count - kept)
         staleCount = 0
         heapify()
-        due[start...].sort(by: Self.precedes)
+        due.withUnsafeMutableBufferPointer { buffer in
+            Self.sort(UnsafeMutableBufferPointer(rebasing: buffer[start...]))
+        }
+    }
+
+    /// An in-place quicksort (median of three, insertion sort for short ranges). Entries are plain
+    /// data and their keys are unique (the sequence breaks ties), so stability is not needed and
+    /// no buffer is allocated.
+    private static func sort(_ buffer: UnsafeMutableBufferPointer<Entry>) {
+        var low = 0
+        var high = buffer.count - 1
+        while high - low > 16 {
+            let middle = low + (high - low) / 2
+            if precedes(buffer[middle], buffer[low]) { buffer.swapAt(middle, low) }
+            if precedes(buffer[high], buffer[low]) { buffer.swapAt(high, low) }
+            if precedes(buffer[high], buffer[middle]) { buffer.swapAt(high, middle) }
+            let pivot = buffer[middle]
+            var left = low
+            var right = high
+            while left <= right {
+                while precedes(buffer[left], pivot) { left += 1 }
+                while precedes(pivot, buffer[right]) { right -= 1 }
+                if left <= right {
+                    buffer.swapAt(left, right)
+                    left += 1
+                    right -= 1
+                }
+            }
+            // Recurse into the smaller side, loop on the larger: O(log n) stack.
+            if right - low < high - left {
+                sort(UnsafeMutableBufferPointer(rebasing: buffer[low...right]))
+                low = left
+            } else {
+                sort(UnsafeMutableBufferPointer(rebasing: buffer[left...high]))
+                high = right
+            }
+        }
+        guard high > low else { return }
+        for index in (low + 1)...high {
+            let current = buffer[index]
+            var position = index
+            while position > low && precedes(current, buffer[position - 1]) {
+                buffer[position] = buffer[position - 1]
+                position -= 1
+            }
+            buffer[position] = current
+        }
     }
 
     /// The number of entries due at `now`, counting at most `limit`.

@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
-#include "CMallocCounter.h"
+#include "CBenchmarkSupport.h"
+
+#include <sys/resource.h>
 
 #include <errno.h>
 #include <stddef.h>
@@ -52,4 +54,12 @@ int posix_memalign(void **result, size_t alignment, size_t size) {
     if (pointer == NULL) return ENOMEM;
     *result = pointer;
     return 0;
+}
+
+void cbench_thread_usage(double *cpu_microseconds, double *context_switches) {
+    struct rusage usage;
+    getrusage(RUSAGE_THREAD, &usage);
+    *cpu_microseconds = (double)usage.ru_utime.tv_sec * 1e6 + (double)usage.ru_utime.tv_usec +
+                        (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
+    *context_switches = (double)(usage.ru_nvcsw + usage.ru_nivcsw);
 }
