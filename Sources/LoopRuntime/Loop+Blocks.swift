@@ -46,17 +46,8 @@ extension Loop {
         scratch.blocks = []
         lock.withLock {
             guard !state.blocks.isEmpty else { return }
-            // Stable partition: matching blocks move to `batch`, the rest stay queued in order.
-            var kept = 0
-            for index in state.blocks.indices {
-                if state.blocks[index].matches(run.mode) {
-                    batch.append(state.blocks[index])
-                } else {
-                    if kept != index { state.blocks[kept] = state.blocks[index] }
-                    kept += 1
-                }
-            }
-            state.blocks.removeLast(state.blocks.count - kept)
+            // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).
+            state.blocks.extract(into: &batch) { $0.matches(run.mode) ? .take : .keep }
         }
         for block in batch {
             block.body()

@@ -128,18 +128,11 @@ extension Loop {
         scratch.sources = []
         lock.withLock {
             guard !state.signalledSources.isEmpty else { return }
-            var kept = 0
-            for index in state.signalledSources.indices {
-                let source = state.signalledSources[index]
-                guard source.isValid && source.isSignalled else { continue }  // done elsewhere
-                if run.mode.sources[ObjectIdentifier(source)] != nil {
-                    batch.append(source)
-                } else {
-                    state.signalledSources[kept] = source
-                    kept += 1
-                }
+            state.signalledSources.extract(into: &batch) { source in
+                // Not signalled any more: performed by another loop of the source (SPEC R52).
+                guard source.isValid && source.isSignalled else { return .drop }
+                return run.mode.sources[ObjectIdentifier(source)] != nil ? .take : .keep
             }
-            state.signalledSources.removeLast(state.signalledSources.count - kept)
         }
         var handled = false
         if !batch.isEmpty {
