@@ -55,4 +55,47 @@ extension Loop {
         batch.removeAll(keepingCapacity: true)
         scratch.blocks = batch
     }
+
+    /// Runs `block` once, `delay` from now, on the loop's thread in one of `modes` (SPEC R75).
+    ///
+    /// This is a one-shot ``LoopTimer`` in `modes`: it fires at the first pass of one of those modes
+    /// at or after the date — a delay of zero still waits for the loop to run one of them. The
+    /// returned timer is the handle: ``LoopTimer/invalidate()`` cancels the perform if it has not
+    /// run yet.
+    ///
+    /// - Parameters:
+    ///   - delay: How long to wait at least.
+    ///   - modes: The modes the block may run in; must not be empty. Defaults to ``Mode/default``.
+    ///   - block: The work.
+    /// - Returns: The timer that will run the block.
+    /// - Important: Safe from any thread.
+    @discardableResult
+    public func perform(
+        after delay: Duration,
+        inModes modes: [Mode] = [.default],
+        _ block: @escaping @Sendable () -> Void
+    ) -> LoopTimer {
+        precondition(
+            !modes.isEmpty,
+            "Loop.perform(after:inModes:_:) was given an empty mode list for the \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
+        )
+        let timer = LoopTimer(fireAt: LoopTime.instant(LoopTime.adding(LoopTime.nanoseconds(of: delay), to: waiter.now()))) { _ in
+            block()
+        }
+        for mode in modes { add(timer, forMode: mode) }
+        return timer
+    }
+
+    /// The modes in which the queued blocks can run (`.common` blocks count for `.default`), in
+    /// queue order, without repeats. For an orderly shutdown that runs every accepted block.
+    func modesWithQueuedBlocks() -> [Mode] {
+        lock.withLock {
+            var modes: [Mode] = []
+            for block in state.blocks {
+                let mode = block.modes.first { $0 != .common } ?? .default
+                if !modes.contains(mode) { modes.append(mode) }
+            }
+            return modes
+        }
+    }
 }

@@ -1,7 +1,8 @@
 extension Loop {
     /// Adds `mode` to the loop's common set (SPEC R62).
     ///
-    /// Every current common item — timers, sources, observers added to ``Mode/common`` — is added
+    /// Every current common item — timers, sources, descriptor sources, ports and observers added to
+    /// ``Mode/common`` — is added
     /// to `mode`, and sources get their `schedule` callback for it. There is no removal. Adding a
     /// mode that is already common does nothing.
     ///
@@ -20,6 +21,10 @@ extension Loop {
             }
             for observer in state.commonObservers {
                 insert(observer, into: modeState)
+            }
+            for source in state.commonDescriptorSources.values where !source.modes.contains(modeState) {
+                source.modes.append(modeState)
+                modeState.descriptorCount += 1
             }
             var scheduled: [LoopSource] = []
             let loopID = ObjectIdentifier(self)

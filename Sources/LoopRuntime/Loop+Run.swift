@@ -168,9 +168,4 @@ extension Loop {
     private func hasBlocks(for mode: ModeState) -> Bool {
         lock.withLock { state.hasBlocks(for: mode) }
     }
-
-    /// Step 10's second half. Descriptor sources arrive with SPEC section G.
-    private func performReadyDescriptorSources(_ run: RunContext) -> Bool {
-        false
-    }
 }

@@ -33,10 +33,15 @@ extension Loop {
             expected: Loop.notified, desired: Loop.awake, ordering: .sequentiallyConsistent)
     }
 
-    /// Step 8 of a pass: wait for work, a deadline, or a wake-up — or not at all when polling.
+    /// Step 8 of a pass: wait for work, a deadline, a ready descriptor or a wake-up — or, when
+    /// polling, only look at the descriptors of the mode without blocking.
     func waitForWork(_ run: RunContext, poll: Bool) {
+        var events = scratch.waitEvents
+        events.reset()
+        defer { scratch.waitEvents = events }
         if poll {
             consumeNotification()
+            pollDescriptors(run, into: &events)
             return
         }
         let now = waiter.now()
@@ -48,6 +53,7 @@ extension Loop {
             }
             let deadline = min(run.deadline, run.mode.timerHeap.wakeDeadline())
             if deadline <= now { return false }
+            resumeWatching(in: run.mode)
             armLocked(deadline)
             state.sleepingMode = run.mode
             state.sleepingRunDeadline = run.deadline
@@ -55,9 +61,9 @@ extension Loop {
         }
         guard mayBlock else {
             consumeNotification()
+            pollDescriptors(run, into: &events)
             return
         }
-        var events = WaitEvents()
         if sleepState.compareExchange(
             expected: Loop.awake, desired: Loop.sleeping, ordering: .sequentiallyConsistent
         ).exchanged {
@@ -66,8 +72,13 @@ extension Loop {
                 waiter.wait(blocking: true, into: &events)
                 waitingFlag.store(false, ordering: .releasing)
                 let previous = sleepState.exchange(Loop.awake, ordering: .sequentiallyConsistent)
-                if previous == Loop.notified || events.deadlineExpired { break }
-                // Only a stale eventfd write (SPEC M4): sleep again, unless notified meanwhile.
+                let descriptorReady =
+                    !events.ready.isEmpty
+                    && lock.withLock { absorbReadiness(events.ready, in: run.mode) }
+                events.ready.removeAll(keepingCapacity: true)
+                if previous == Loop.notified || events.deadlineExpired || descriptorReady { break }
+                // Only a stale eventfd write (SPEC M4), or descriptors of other modes (now
+                // paused): sleep again, unless notified meanwhile.
                 guard
                     sleepState.compareExchange(
                         expected: Loop.awake, desired: Loop.sleeping,
@@ -83,6 +94,22 @@ extension Loop {
         }
         lock.withLock {
             state.sleepingMode = nil
+            if events.deadlineExpired { state.armedDeadline = LoopState.needsArming }
+        }
+    }
+
+    /// A non-blocking look at the descriptors, so that descriptor sources are serviced in passes
+    /// that do not wait (SPEC M3). Free when the mode has no descriptor source.
+    private func pollDescriptors(_ run: RunContext, into events: inout WaitEvents) {
+        let watched = lock.withLock { () -> Bool in
+            guard run.mode.descriptorCount > 0 else { return false }
+            resumeWatching(in: run.mode)
+            return true
+        }
+        guard watched else { return }
+        waiter.wait(blocking: false, into: &events)
+        lock.withLock {
+            _ = absorbReadiness(events.ready, in: run.mode)
             if events.deadlineExpired { state.armedDeadline = LoopState.needsArming }
         }
     }

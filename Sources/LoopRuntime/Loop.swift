@@ -184,15 +184,21 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     // MARK: - Teardown
 
     /// Thread-exit teardown (SPEC R5): detach every item (sources get their cancel callback once
-    /// per mode and stay valid), drop queued blocks, close the descriptors. Called on the exiting
+    /// per mode and stay valid; descriptor sources stop being watched), drop queued blocks, close
+    /// the loop's own descriptors. Called on the exiting
     /// thread by the registry's pthread key destructor.
     func tearDown() {
-        let cancels = lock.withLock { () -> [(LoopSource, Mode)] in
-            guard !state.isTornDown else { return [] }
-            return detachEverything()
+        let (cancels, descriptorSources) = lock.withLock {
+            () -> ([(LoopSource, Mode)], [LoopDescriptorSource]) in
+            guard !state.isTornDown else { return ([], []) }
+            let descriptorSources = Array(state.descriptorSources.values)
+            return (detachEverything(), descriptorSources)
         }
         for (source, mode) in cancels {
             source.cancelHandler?(self, mode)
+        }
+        for source in descriptorSources {
+            source.onTeardown?()
         }
         waiter.close()
     }
@@ -219,6 +225,19 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
             modeState.observers.removeAll()
             modeState.recomputeObserverActivities()
         }
+        // Descriptor sources: the epoll instance is about to close, which drops its registrations.
+        for source in state.descriptorSources.values {
+            source.modes.removeAll()
+            source.token = 0
+            source.isWatching = false
+            source.pendingEvents = []
+            source.isCommonItem = false
+        }
+        for modeState in state.modes.values { modeState.descriptorCount = 0 }
+        state.descriptorSources.removeAll()
+        state.pausedDescriptorSources.removeAll()
+        state.readyDescriptorSources.removeAll()
+        state.commonDescriptorSources.removeAll()
         let id = ObjectIdentifier(self)
         for (source, _) in cancels {
             source.registrations.withLock { _ = $0.removeValue(forKey: id) }

@@ -13,15 +13,19 @@ public struct LoopSystemError: Error, Sendable, Hashable, CustomStringConvertibl
     public let call: String
     /// The `errno` the call failed with.
     public let errno: Int32
+    /// What LoopRuntime was doing, when that says more than the call (e.g. which descriptor).
+    public let detail: String?
 
     /// Creates an error for `call` failing with `errno`.
-    public init(call: String, errno: Int32) {
+    public init(call: String, errno: Int32, detail: String? = nil) {
         self.call = call
         self.errno = errno
+        self.detail = detail
     }
 
-    /// `"<call> failed: <strerror> (errno <n>)"`.
+    /// `"<call> failed: <strerror> (errno <n>)"`, then the detail if any.
     public var description: String {
-        "\(call) failed: \(String(cString: strerror(errno))) (errno \(errno))"
+        let base = "\(call) failed: \(String(cString: strerror(errno))) (errno \(errno))"
+        return detail.map { "\(base): \($0)" } ?? base
     }
 }

@@ -44,7 +44,7 @@ public final class LoopTimer: @unchecked Sendable {
     let shared: Mutex<Shared>
 
     /// The concrete modes of the bound loop the timer is in.
-    @exclusivity(unchecked) var modes = TimerModes()
+    @exclusivity(unchecked) var modes = ModeList()
     /// Bumped whenever the schedule changes; heap entries of older generations are stale.
     @exclusivity(unchecked) var generation: UInt32 = 0
     /// `fireDate + tolerance` of the live heap entries (SPEC R43).

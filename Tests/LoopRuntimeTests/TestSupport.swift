@@ -132,3 +132,54 @@ func requireNoNewDescriptors(since before: [Int32: String]) {
         fatalError("descriptors leaked: \(opened.sorted { $0.key < $1.key })")
     }
 }
+
+/// A pipe for descriptor-source tests; both ends are closed by `close()`.
+struct Pipe {
+    let reader: Int32
+    let writer: Int32
+
+    init() {
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0, "pipe failed")
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        reader = fds[0]
+        writer = fds[1]
+    }
+
+    func write(_ byte: UInt8 = 1) {
+        var value = byte
+        precondition(Glibc.write(writer, &value, 1) == 1, "pipe write failed")
+    }
+
+    /// Reads everything available; returns the number of bytes.
+    @discardableResult
+    func drain() -> Int {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var total = 0
+        while true {
+            let count = read(reader, &buffer, buffer.count)
+            if count <= 0 { return total }
+            total += count
+        }
+    }
+
+    func close() {
+        _ = Glibc.close(reader)
+        _ = Glibc.close(writer)
+    }
+}
+
+/// The number of threads of this process.
+func threadCount() -> Int {
+    guard let directory = opendir("/proc/self/task") else { return -1 }
+    defer { closedir(directory) }
+    var count = 0
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { $0.first }
+        if name != UInt8(ascii: ".") { count += 1 }
+    }
+    return count
+}

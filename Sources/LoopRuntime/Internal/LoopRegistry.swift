@@ -43,4 +43,7 @@ final class PassScratch {
     @exclusivity(unchecked) var blocks: [QueuedBlock] = []
     @exclusivity(unchecked) var sources: [LoopSource] = []
     @exclusivity(unchecked) var dueTimers: [TimerHeap.Entry] = []
+    @exclusivity(unchecked) var descriptors: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
+    /// The wait's result buffer; the wait is never re-entered while it is in use.
+    @exclusivity(unchecked) var waitEvents = WaitEvents()
 }

@@ -39,6 +39,18 @@ final class LoopState {
     /// same relative order (SPEC R25).
     @exclusivity(unchecked) var commonObservers: [LoopObserver] = []
 
+    @exclusivity(unchecked) var commonDescriptorSources: [ObjectIdentifier: LoopDescriptorSource] = [:]
+
+    /// Registered descriptor sources by epoll token (SPEC R53).
+    @exclusivity(unchecked) var descriptorSources: [UInt64: LoopDescriptorSource] = [:]
+    /// The next epoll token (0 and 1 are the waiter's eventfd and timerfd).
+    @exclusivity(unchecked) var nextDescriptorToken: UInt64 = 2
+    /// Descriptor sources not watched for now, because they became ready while the loop ran a mode
+    /// they are not in; watched again before a wait in one of their modes.
+    @exclusivity(unchecked) var pausedDescriptorSources: [LoopDescriptorSource] = []
+    /// Descriptor sources with readiness not yet performed.
+    @exclusivity(unchecked) var readyDescriptorSources: [LoopDescriptorSource] = []
+
     /// The FIFO of blocks not yet run (SPEC R57).
     @exclusivity(unchecked) var blocks: [QueuedBlock] = []
     /// Sources signalled since the loop last looked, possibly several times or already performed

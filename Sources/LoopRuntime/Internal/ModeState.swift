@@ -18,6 +18,9 @@ final class ModeState {
     /// the mode alive).
     @exclusivity(unchecked) var timerCount = 0
 
+    /// How many descriptor sources are in this mode (SPEC R53: they keep it alive).
+    @exclusivity(unchecked) var descriptorCount = 0
+
     /// The observers of this mode in notification order: ascending `order`, equal orders in
     /// insertion order (SPEC R25). Replaced, never mutated in place while a notification holds a
     /// snapshot, so a snapshot is a retain, not a copy.
@@ -36,7 +39,7 @@ final class ModeState {
 
     /// R10: no sources and no timers (blocks are checked by the loop; observers never count).
     var hasNoSourcesOrTimers: Bool {
-        sources.isEmpty && timerCount == 0
+        sources.isEmpty && timerCount == 0 && descriptorCount == 0
     }
 
     func recomputeObserverActivities() {

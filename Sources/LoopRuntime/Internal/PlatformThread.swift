@@ -5,7 +5,7 @@ import CLoopRuntimeShims
 
 /// A joinable POSIX thread running a closure.
 ///
-/// `join()` must be called exactly once (by one thread); until then the thread's resources are
+/// `join()` (or `detach()`) must be called exactly once (by one thread); until then the thread's resources are
 /// held, which is what lets tests and `LoopThread` prove no thread is left behind.
 final class PlatformThread: @unchecked Sendable {
     // `handle` is written once by `spawn` before the object is shared; `join` is called once.
@@ -49,5 +49,11 @@ final class PlatformThread: @unchecked Sendable {
     func join() {
         let result = pthread_join(handle, nil)
         precondition(result == 0, "LoopRuntime: pthread_join failed with error \(result)")
+    }
+
+    /// Lets the thread release its resources by itself when it ends (instead of `join`).
+    func detach() {
+        let result = pthread_detach(handle)
+        precondition(result == 0, "LoopRuntime: pthread_detach failed with error \(result)")
     }
 }

@@ -4,8 +4,8 @@ import Glibc
 import CLoopRuntimeShims
 import Synchronization
 
-/// The Linux waiter: one epoll instance watching an eventfd (wake-ups) and a timerfd (the next
-/// deadline, absolute on `CLOCK_BOOTTIME`).
+/// The Linux waiter: one epoll instance watching an eventfd (wake-ups), a timerfd (the next
+/// deadline, absolute on `CLOCK_BOOTTIME`) and the descriptors of descriptor sources.
 ///
 /// The loop arms the timerfd only when its deadline moves (SPEC M7) and writes the eventfd at most
 /// once per idle→busy transition (SPEC M2), so an idle loop makes no system call at all.
@@ -79,10 +79,39 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
             case Self.timerToken:
                 // Not read: the loop re-arms the timerfd before its next wait, which clears it.
                 result.deadlineExpired = true
-            default:
-                break
+            case let token:
+                result.ready.append((token, cloop_epoll_event_flags(events, index)))
             }
         }
+    }
+
+    func register(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try control(cloop_epoll_ctl_add(), descriptor, events, token)
+    }
+
+    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try control(cloop_epoll_ctl_mod(), descriptor, events, token)
+    }
+
+    func deregister(_ descriptor: Int32) throws(LoopSystemError) {
+        try control(cloop_epoll_ctl_del(), descriptor, 0, 0)
+    }
+
+    private func control(_ operation: Int32, _ descriptor: Int32, _ events: UInt32, _ token: UInt64)
+        throws(LoopSystemError)
+    {
+        let result: Result<Void, LoopSystemError> = closed.withLock { closed in
+            guard !closed else { return .failure(LoopSystemError(call: "epoll_ctl", errno: EBADF)) }
+            do throws(LoopSystemError) {
+                _ = try retryingSyscall("epoll_ctl") {
+                    cloop_epoll_ctl(epollFD, operation, descriptor, events, token)
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
     }
 
     func wake() {

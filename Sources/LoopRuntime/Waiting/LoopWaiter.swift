@@ -4,10 +4,13 @@ struct WaitEvents {
     var deadlineExpired = false
     /// The wake-up descriptor was signalled (and has been reset).
     var woken = false
+    /// Registered descriptors that are ready: their token and epoll flags.
+    var ready: [(token: UInt64, flags: UInt32)] = []
 
     mutating func reset() {
         deadlineExpired = false
         woken = false
+        ready.removeAll(keepingCapacity: true)
     }
 }
 
@@ -32,6 +35,16 @@ protocol LoopWaiter: AnyObject, Sendable {
 
     /// Ends the current or next blocking wait. Safe from any thread; a no-op after ``close()``.
     func wake()
+
+    /// Starts watching `descriptor` for `events` (epoll flags), reported with `token`.
+    /// Safe from any thread.
+    func register(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError)
+
+    /// Changes the events watched for `descriptor` (0 pauses it). Safe from any thread.
+    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError)
+
+    /// Stops watching `descriptor`. Safe from any thread.
+    func deregister(_ descriptor: Int32) throws(LoopSystemError)
 
     /// Releases the waiter's resources. Called once, by the loop, when it is torn down.
     func close()

@@ -1,3 +1,4 @@
+import CLoopRuntimeShims
 import Synchronization
 
 /// A waiter with a virtual clock, for deterministic tests of the pass.
@@ -17,6 +18,10 @@ final class ManualWaiter: LoopWaiter, Sendable {
         var armCalls = 0
         var wakeCalls = 0
         var closed = false
+        /// Watched descriptors: events and token.
+        var registered: [Int32: (events: UInt32, token: UInt64)] = [:]
+        /// Readiness to report at the next wait (see `makeReady`).
+        var ready: [Int32: UInt32] = [:]
     }
 
     let state: Mutex<State>
@@ -43,15 +48,70 @@ final class ManualWaiter: LoopWaiter, Sendable {
         }
     }
 
+    /// Reports `descriptor` ready with `flags` (epoll flags) at the next wait, as long as it is
+    /// registered for some of them.
+    func makeReady(_ descriptor: Int32, flags: UInt32) {
+        state.withLock { $0.ready[descriptor, default: 0] |= flags }
+    }
+
+    /// Moves the readiness of watched, unpaused descriptors into `events` (like level-triggered
+    /// epoll, readiness stays until cleared with `clearReady`). Returns true if any.
+    private func collectReady(into events: inout WaitEvents) -> Bool {
+        state.withLock {
+            var any = false
+            for (descriptor, flags) in $0.ready {
+                guard let registration = $0.registered[descriptor] else { continue }
+                let reported = flags & (registration.events | CLOOP_EPOLLERR | CLOOP_EPOLLHUP)
+                guard registration.events != 0, reported != 0 else { continue }
+                events.ready.append((registration.token, reported))
+                any = true
+            }
+            return any
+        }
+    }
+
+    /// Stops reporting `descriptor` as ready (the test consumed its data).
+    func clearReady(_ descriptor: Int32) {
+        state.withLock { _ = $0.ready.removeValue(forKey: descriptor) }
+    }
+
+    func register(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try state.withLock { (state) throws(LoopSystemError) in
+            guard state.registered[descriptor] == nil else {
+                throw LoopSystemError(call: "epoll_ctl", errno: EEXIST)
+            }
+            state.registered[descriptor] = (events, token)
+        }
+    }
+
+    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try state.withLock { (state) throws(LoopSystemError) in
+            guard state.registered[descriptor] != nil else {
+                throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
+            }
+            state.registered[descriptor] = (events, token)
+        }
+    }
+
+    func deregister(_ descriptor: Int32) throws(LoopSystemError) {
+        try state.withLock { (state) throws(LoopSystemError) in
+            guard state.registered.removeValue(forKey: descriptor) != nil else {
+                throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
+            }
+        }
+    }
+
     func wait(blocking: Bool, into events: inout WaitEvents) {
         guard blocking else {
             state.withLock { $0.pollingWaits += 1 }
+            _ = collectReady(into: &events)
             return
         }
         state.withLock { $0.blockingWaits += 1 }
         if let hook = duringWait.withLock({ $0 }) {
             hook(self)
         }
+        if collectReady(into: &events) { return }
         let outcome: (woken: Bool, expired: Bool) = state.withLock {
             if $0.wakePending {
                 $0.wakePending = false

@@ -1,0 +1,167 @@
+import CLoopRuntimeShims
+import Synchronization
+
+/// A source performed when a file descriptor is ready to read or write: CFRunLoop's "version 1"
+/// source, on Linux an epoll registration (SPEC G).
+///
+/// While the loop runs one of the source's modes and the descriptor is ready, the loop performs the
+/// source in step 10 of the pass, after the timers, telling it which readiness fired (SPEC R53).
+/// Every descriptor source that is ready after one wait is performed in that pass (SPEC M3), and a
+/// performed descriptor source counts as a handled source (SPEC R15). A descriptor source keeps its
+/// modes alive (SPEC R10).
+///
+/// Readiness is level-triggered: as long as the descriptor stays readable, the source is performed
+/// in every pass of one of its modes, so read until `EAGAIN` or accept being called again. If the
+/// descriptor becomes ready while the loop runs another mode, the loop stops watching it until it
+/// runs one of the source's modes again, so a ready descriptor never makes a loop spin in a mode it
+/// does not belong to.
+///
+/// ```swift
+/// let source = LoopDescriptorSource(descriptor: socket, events: .readable) { _, events in
+///     if events.contains(.readable) { drain(socket) }
+/// }
+/// try loop.add(source, forMode: .default)
+/// ```
+///
+/// The source does not own the descriptor. **Remove or invalidate the source before closing the
+/// descriptor**: closing a registered descriptor is a programmer error (SPEC R53), and the loop
+/// traps with a message saying so when it next touches the registration.
+///
+/// A descriptor source belongs to the first loop it is added to, in any number of that loop's
+/// modes; adding it to another loop is a programmer error (as for timers, SPEC M6).
+///
+/// - Important: Safe from any thread: create, add, remove and invalidate from anywhere. The
+///   handler runs on the loop's thread.
+public final class LoopDescriptorSource: @unchecked Sendable {
+    // Thread-safety: `descriptor`, `events`, `order`, `handler` and `onTeardown` are immutable.
+    // `shared` is guarded by its mutex; `valid` is an atomic that only changes under it. `modes`,
+    // `token`, `isWatching`, `pendingEvents` and `isCommonItem` are guarded by the bound loop's
+    // lock. Lock order: loop lock, then `shared`.
+
+    /// Readiness of a descriptor.
+    ///
+    /// - Important: A value type; safe from any thread.
+    public struct Events: OptionSet, Hashable, Sendable, CustomStringConvertible {
+        /// The bits.
+        public let rawValue: UInt32
+
+        /// Creates a set from its bits.
+        public init(rawValue: UInt32) {
+            self.rawValue = rawValue
+        }
+
+        /// Data can be read (or a peer closed its end: a read returns 0).
+        public static let readable = Events(rawValue: 1 << 0)
+        /// Data can be written.
+        public static let writable = Events(rawValue: 1 << 1)
+        /// An error is pending on the descriptor (reported even if not asked for).
+        public static let error = Events(rawValue: 1 << 2)
+        /// The peer hung up (reported even if not asked for).
+        public static let hangUp = Events(rawValue: 1 << 3)
+
+        /// `readable`, `writable`, `error`, `hangUp`, joined by `|`.
+        public var description: String {
+            let names: [(Events, String)] = [
+                (.readable, "readable"), (.writable, "writable"), (.error, "error"), (.hangUp, "hangUp"),
+            ]
+            return names.filter { contains($0.0) }.map(\.1).joined(separator: "|")
+        }
+
+        /// The epoll flags to watch for these events.
+        var epollFlags: UInt32 {
+            (contains(.readable) ? CLOOP_EPOLLIN | CLOOP_EPOLLRDHUP : 0)
+                | (contains(.writable) ? CLOOP_EPOLLOUT : 0)
+        }
+
+        /// The events that epoll `flags` report.
+        init(epollFlags flags: UInt32) {
+            var events: Events = []
+            if flags & (CLOOP_EPOLLIN | CLOOP_EPOLLRDHUP) != 0 { events.insert(.readable) }
+            if flags & CLOOP_EPOLLOUT != 0 { events.insert(.writable) }
+            if flags & CLOOP_EPOLLERR != 0 { events.insert(.error) }
+            if flags & CLOOP_EPOLLHUP != 0 { events.formUnion([.hangUp, .readable]) }
+            self = events
+        }
+    }
+
+    /// The watched descriptor. Not owned: the source never closes it.
+    public let descriptor: Int32
+    /// What the source waits for: `.readable`, `.writable` or both.
+    public let events: Events
+    /// Among descriptor sources ready in the same pass, lower orders are performed first.
+    public let order: Int
+    let handler: @Sendable (LoopDescriptorSource, Events) -> Void
+    /// Called (once) when the source's loop is torn down at thread exit (used by `LoopPort`).
+    let onTeardown: (@Sendable () -> Void)?
+
+    struct Shared {
+        weak var loop: Loop?
+        var isBound = false
+    }
+    let shared = Mutex(Shared())
+    let valid = Atomic<Bool>(true)
+
+    @exclusivity(unchecked) var modes = ModeList()
+    /// The epoll token while registered with the bound loop's waiter; 0 when not registered.
+    @exclusivity(unchecked) var token: UInt64 = 0
+    /// Registered and not paused.
+    @exclusivity(unchecked) var isWatching = false
+    /// Readiness reported by the last wait and not yet performed.
+    @exclusivity(unchecked) var pendingEvents: Events = []
+    @exclusivity(unchecked) var isCommonItem = false
+
+    /// Creates a descriptor source.
+    ///
+    /// - Parameters:
+    ///   - descriptor: The descriptor to watch (a socket, pipe, eventfd, timerfd, …; not a regular
+    ///     file, which epoll rejects with `EPERM` when the source is added).
+    ///   - events: `.readable`, `.writable`, or both.
+    ///   - order: Among descriptor sources ready in the same pass, lower orders go first.
+    ///   - handler: Called on the loop's thread with the source and the readiness that fired.
+    /// - Precondition: `descriptor` is not negative and `events` asks for reading or writing.
+    public convenience init(
+        descriptor: Int32,
+        events: Events,
+        order: Int = 0,
+        _ handler: @escaping @Sendable (LoopDescriptorSource, Events) -> Void
+    ) {
+        self.init(descriptor: descriptor, events: events, order: order, onTeardown: nil, handler)
+    }
+
+    init(
+        descriptor: Int32,
+        events: Events,
+        order: Int,
+        onTeardown: (@Sendable () -> Void)?,
+        _ handler: @escaping @Sendable (LoopDescriptorSource, Events) -> Void
+    ) {
+        precondition(
+            descriptor >= 0, "LoopDescriptorSource: descriptor \(descriptor) is not a valid descriptor.")
+        precondition(
+            !events.intersection([.readable, .writable]).isEmpty,
+            "LoopDescriptorSource: events must contain .readable or .writable, got [\(events)].")
+        self.descriptor = descriptor
+        self.events = events.intersection([.readable, .writable])
+        self.order = order
+        self.handler = handler
+        self.onTeardown = onTeardown
+    }
+
+    /// False once the source was invalidated.
+    ///
+    /// - Important: Safe from any thread.
+    public var isValid: Bool { valid.load(ordering: .acquiring) }
+
+    /// Removes the source from every mode of its loop and stops watching the descriptor. It is never
+    /// performed again. Idempotent. Call it (or remove the source) before closing the descriptor.
+    ///
+    /// - Important: Safe from any thread, including the source's own handler.
+    public func invalidate() {
+        let loop: Loop? = shared.withLock {
+            guard valid.load(ordering: .relaxed) else { return nil }
+            valid.store(false, ordering: .releasing)
+            return $0.loop
+        }
+        loop?.detach(self)
+    }
+}

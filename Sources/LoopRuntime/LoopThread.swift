@@ -1,0 +1,259 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Synchronization
+
+/// A thread that owns a loop and runs it until shut down: the resident thread of the run-loop
+/// literature, serving work sent from other threads (SPEC K).
+///
+/// The thread's loop is kept alive by the thread's own port (an idle ``LoopPort`` in the common
+/// modes), and runs ``Loop/Mode/default`` until ``shutdown()``. Send it work with
+/// ``perform(inModes:waitUntilDone:_:)`` (SPEC R76) and ``perform(after:inModes:_:)`` (SPEC R75),
+/// or add timers, sources and ports to ``loop`` from any thread.
+///
+/// ```swift
+/// let worker = try LoopThread(name: "db")
+/// try worker.perform { connection.open() }                         // queued, in issue order
+/// try worker.perform(waitUntilDone: true) { connection.vacuum() }  // blocks until it ran
+/// worker.shutdown()                                                // runs what was accepted, joins
+/// ```
+///
+/// **Shutdown policy.** ``shutdown()`` refuses new work (a perform after it throws
+/// ``LoopThreadError/shutDown(thread:)``), stops the loop, runs every block accepted before it —
+/// each in a pass of one of its modes — cancels the delayed performs that have not fired (their
+/// timers become invalid, so the caller can see they never ran), and joins the thread. Releasing the
+/// last reference to a running `LoopThread` shuts it down the same way.
+///
+/// - Important: Safe from any thread.
+public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
+    // Thread-safety: `name`, `loop`, `core` and `thread` are immutable after init; `core`'s state
+    // is guarded by its mutex.
+
+    /// The thread's name (the kernel keeps its first 15 bytes).
+    public let name: String
+    /// The thread's loop. Add items to it from any thread; run it only from the thread.
+    public let loop: Loop
+    private let core: Core
+    private let thread: PlatformThread
+
+    /// Shared by the `LoopThread` and its thread (which must not keep the `LoopThread` alive).
+    private final class Core: Sendable {
+        enum Phase { case starting, running, shuttingDown, ended }
+        struct State {
+            var phase = Phase.starting
+            var loop: Loop?
+            var startError: LoopSystemError?
+            var delayed: [ObjectIdentifier: LoopTimer] = [:]
+        }
+        let state = Mutex(State())
+        let started = DispatchSemaphore(value: 0)
+
+        var isShuttingDown: Bool { state.withLock { $0.phase != .running && $0.phase != .starting } }
+    }
+
+    /// Starts a thread named `name` and waits until its loop is running.
+    ///
+    /// - Throws: ``LoopSystemError`` if the thread or its loop's descriptors cannot be created.
+    public init(name: String = "LoopThread") throws(LoopSystemError) {
+        let core = Core()
+        self.name = name
+        self.core = core
+        thread = try PlatformThread.spawn(name: name) { Self.main(core) }
+        core.started.wait()
+        let (loop, error) = core.state.withLock { ($0.loop, $0.startError) }
+        if let error {
+            thread.join()
+            throw error
+        }
+        self.loop = loop!
+    }
+
+    deinit {
+        if loop.isCurrentThread {
+            // The last reference went away on the thread itself: it cannot join itself.
+            requestShutdown()
+            thread.detach()
+        } else {
+            shutdown()
+        }
+    }
+
+    /// `LoopThread 'name'`.
+    public var description: String { "LoopThread '\(name)'" }
+
+    /// True until ``shutdown()`` is called.
+    ///
+    /// - Important: Safe from any thread.
+    public var isRunning: Bool { !core.isShuttingDown }
+
+    // MARK: - Cross-thread perform
+
+    /// Queues `block` on the thread's loop in `modes`, in issue order, waking it (SPEC R76).
+    ///
+    /// With `waitUntilDone`, the caller blocks until the block has run; on the thread itself the
+    /// block then runs immediately, inline. Without it, the block is queued even when called on
+    /// the thread. Performing never removes the loop's other sources.
+    ///
+    /// - Parameters:
+    ///   - modes: The modes the block may run in; must not be empty. Defaults to ``Loop/Mode/common``.
+    ///   - waitUntilDone: Block the caller until the block has run.
+    ///   - block: The work.
+    /// - Throws: ``LoopThreadError/shutDown(thread:)`` after ``shutdown()``: the block was not
+    ///   queued and will never run.
+    /// - Important: Safe from any thread.
+    public func perform(
+        inModes modes: [Loop.Mode] = [.common],
+        waitUntilDone: Bool = false,
+        _ block: @escaping @Sendable () -> Void
+    ) throws(LoopThreadError) {
+        precondition(
+            !modes.isEmpty,
+            "LoopThread.perform(inModes:waitUntilDone:_:) was given an empty mode list for \(self): the block could never run (SPEC R76)."
+        )
+        if waitUntilDone && loop.isCurrentThread {
+            guard isRunning else { throw .shutDown(thread: name) }
+            block()
+            return
+        }
+        let done = waitUntilDone ? DispatchSemaphore(value: 0) : nil
+        try core.state.withLock { (state) throws(LoopThreadError) in
+            guard state.phase == .running else { throw .shutDown(thread: name) }
+            loop.perform(inModes: modes) {
+                block()
+                done?.signal()
+            }
+        }
+        done?.wait()
+    }
+
+    /// Runs `block` once on the thread, `delay` from now, in one of `modes` (SPEC R75).
+    ///
+    /// A one-shot timer on the thread's loop; a delay of zero still waits for the loop to run one
+    /// of the modes. The returned timer is the handle: ``LoopTimer/invalidate()`` cancels it.
+    /// ``shutdown()`` cancels delayed performs that have not run (their timers become invalid).
+    ///
+    /// - Parameters:
+    ///   - delay: How long to wait at least.
+    ///   - modes: The modes it may run in; must not be empty. Defaults to ``Loop/Mode/default``.
+    ///   - block: The work.
+    /// - Returns: The timer that will run the block.
+    /// - Throws: ``LoopThreadError/shutDown(thread:)`` after ``shutdown()``.
+    /// - Important: Safe from any thread.
+    @discardableResult
+    public func perform(
+        after delay: Duration,
+        inModes modes: [Loop.Mode] = [.default],
+        _ block: @escaping @Sendable () -> Void
+    ) throws(LoopThreadError) -> LoopTimer {
+        let core = self.core
+        return try core.state.withLock { (state) throws(LoopThreadError) -> LoopTimer in
+            guard state.phase == .running else { throw .shutDown(thread: name) }
+            let timerBox = TimerBox()
+            let timer = loop.perform(after: delay, inModes: modes) {
+                if let timer = timerBox.timer {
+                    core.state.withLock { _ = $0.delayed.removeValue(forKey: ObjectIdentifier(timer)) }
+                }
+                block()
+            }
+            timerBox.timer = timer
+            state.delayed[ObjectIdentifier(timer)] = timer
+            return timer
+        }
+    }
+
+    // MARK: - Shutdown
+
+    /// Shuts the thread down: refuses new work, stops the loop, runs every block accepted before,
+    /// cancels pending delayed performs, and waits for the thread to end. Idempotent.
+    ///
+    /// Called on the thread itself (from a callout), it requests the shutdown, which completes when
+    /// the callout returns, and does not wait.
+    ///
+    /// - Important: Safe from any thread.
+    public func shutdown() {
+        let mustJoin = requestShutdown()
+        if mustJoin && !loop.isCurrentThread {
+            thread.join()
+        }
+    }
+
+    /// Marks the shutdown and stops the loop; true the first time.
+    @discardableResult
+    private func requestShutdown() -> Bool {
+        let first = core.state.withLock {
+            guard $0.phase == .running else { return false }
+            $0.phase = .shuttingDown
+            return true
+        }
+        if first { loop.stop() }
+        return first
+    }
+
+    // MARK: - The thread
+
+    private static func main(_ core: Core) {
+        let loop: Loop
+        let keepAlive: LoopPort<Never>
+        do {
+            loop = try Loop.forCurrentThread()
+            keepAlive = try LoopPort<Never> { _ in }
+            try loop.add(keepAlive, forMode: .common)
+        } catch {
+            core.state.withLock { $0.startError = error }
+            core.started.signal()
+            return
+        }
+        // A stop requested between two run calls would be forgotten (SPEC R66); this observer
+        // repeats it at the next entry or wait of any common mode.
+        let stopper = LoopObserver(activities: [.entry, .beforeWaiting], order: .max) { _, _ in
+            if core.isShuttingDown { Loop.current.stop() }
+        }
+        loop.add(stopper, forMode: .common)
+        core.state.withLock {
+            $0.loop = loop
+            $0.phase = .running
+        }
+        core.started.signal()
+
+        while !core.isShuttingDown {
+            loop.run()
+        }
+
+        // Orderly end: every block accepted before the shutdown runs, in a pass of one of its modes.
+        var rounds = 0
+        while case let modes = loop.modesWithQueuedBlocks(), !modes.isEmpty, rounds < 10_000 {
+            for mode in modes { loop.run(mode, for: .zero) }
+            rounds += 1
+        }
+        let delayed = core.state.withLock { state in
+            state.phase = .ended
+            let pending = Array(state.delayed.values)
+            state.delayed.removeAll()
+            return pending
+        }
+        for timer in delayed { timer.invalidate() }
+        stopper.invalidate()
+        keepAlive.invalidate()
+        // The thread now exits; its loop is torn down (SPEC R5).
+    }
+}
+
+/// Lets a delayed perform's block find its own timer.
+private final class TimerBox: @unchecked Sendable {
+    // Written once, under the LoopThread's state lock, before the timer can fire.
+    var timer: LoopTimer?
+}
+
+/// Why a ``LoopThread`` refused work.
+public enum LoopThreadError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The thread was shut down (or is shutting down): the work was not queued and will never run.
+    case shutDown(thread: String)
+
+    /// A sentence for logs.
+    public var description: String {
+        switch self {
+        case .shutDown(let thread): "LoopThread '\(thread)' is shut down; the work was not queued"
+        }
+    }
+}
