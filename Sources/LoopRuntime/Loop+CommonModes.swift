@@ -1,10 +1,9 @@
 extension Loop {
     /// Adds `mode` to the loop's common set (SPEC R62).
     ///
-    /// Every current common item — timers, sources, descriptor sources, ports and observers added to
-    /// ``Mode/common`` — is added
-    /// to `mode`, and sources get their `schedule` callback for it. There is no removal. Adding a
-    /// mode that is already common does nothing.
+    /// Every current common item — timers, sources, descriptor sources, ports and observers added
+    /// to ``Mode/common`` — is added to `mode`, and sources get their `schedule` callback for it.
+    /// There is no removal. Adding a mode that is already common does nothing.
     ///
     /// - Precondition: `mode` is a concrete mode, not ``Mode/common``.
     /// - Important: Safe from any thread; `schedule` callbacks run on the calling thread.

@@ -219,8 +219,12 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         while !core.isShuttingDown {
             loop.run()
         }
+        // Its job is done; left in place it would stop the drain's runs at their entry (SPEC R16).
+        stopper.invalidate()
 
         // Orderly end: every block accepted before the shutdown runs, in a pass of one of its modes.
+        // (A block that re-queues itself forever is cut off after 10,000 rounds; what is left then
+        // is dropped with the loop at thread exit, SPEC R5.)
         var rounds = 0
         while case let modes = loop.modesWithQueuedBlocks(), !modes.isEmpty, rounds < 10_000 {
             for mode in modes { loop.run(mode, for: .zero) }
@@ -233,7 +237,6 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             return pending
         }
         for timer in delayed { timer.invalidate() }
-        stopper.invalidate()
         keepAlive.invalidate()
         // The thread now exits; its loop is torn down (SPEC R5).
     }

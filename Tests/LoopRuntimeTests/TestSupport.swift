@@ -104,12 +104,19 @@ func openDescriptors() -> [Int32: String] {
     return result
 }
 
-/// Makes libdispatch open the timer descriptors it creates lazily (one per clock), so that they
-/// are not mistaken for a leak by a descriptor check that starts afterwards.
+/// Makes libdispatch open the timer descriptors it creates lazily (one per clock: uptime, wall,
+/// monotonic), so that they are not mistaken for a leak by a descriptor check that starts
+/// afterwards.
 func warmUpDispatchTimers() {
     let done = DispatchSemaphore(value: 0)
     DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(1)) { done.signal() }
     DispatchQueue.global().asyncAfter(wallDeadline: .now() + .milliseconds(1)) { done.signal() }
+    // Swift concurrency sleeps on libdispatch's third clock (monotonic / continuous).
+    Task.detached {
+        try? await Task.sleep(for: .milliseconds(1))
+        done.signal()
+    }
+    done.wait()
     done.wait()
     done.wait()
 }

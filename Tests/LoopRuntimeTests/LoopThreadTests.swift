@@ -1,0 +1,189 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Synchronization
+import Testing
+
+@testable import LoopRuntime
+
+/// SPEC K (R75, R76) and the resident thread.
+@Suite("LoopThread (SPEC R75, R76)")
+struct LoopThreadTests {
+    @Test("R76 blocks run on the thread, in issue order, and wake it")
+    func issueOrder() throws {
+        let thread = try LoopThread(name: "order")
+        defer { thread.shutdown() }
+        let trace = Trace()
+        for index in 0..<100 {
+            try thread.perform {
+                trace.append(thread.loop.isCurrentThread ? "\(index)" : "wrong-thread")
+            }
+        }
+        try thread.perform(waitUntilDone: true) {}
+        #expect(trace.all == (0..<100).map(String.init))
+    }
+
+    @Test("R76 waitUntilDone blocks the caller until the block ran")
+    func waitUntilDone() throws {
+        let thread = try LoopThread(name: "wait")
+        defer { thread.shutdown() }
+        let ran = Atomic<Bool>(false)
+        try thread.perform(waitUntilDone: true) {
+            usleep(20_000)
+            ran.store(true, ordering: .releasing)
+        }
+        let hasRun = ran.load(ordering: .acquiring)
+        #expect(hasRun)
+    }
+
+    @Test("R76 on the thread itself, waitUntilDone runs the block immediately; without it, queues")
+    func inlineOnOwnThread() throws {
+        let thread = try LoopThread(name: "inline")
+        defer { thread.shutdown() }
+        let trace = Trace()
+        try thread.perform(waitUntilDone: true) {
+            try? thread.perform { trace.append("queued") }
+            try? thread.perform(waitUntilDone: true) { trace.append("inline") }
+            trace.append("after")
+        }
+        try thread.perform(waitUntilDone: true) {}
+        #expect(trace.text == "inline after queued")
+    }
+
+    @Test("R76 performing does not remove the loop's other sources")
+    func keepsOtherSources() throws {
+        let thread = try LoopThread(name: "sources")
+        defer { thread.shutdown() }
+        let performed = Counter()
+        let source = LoopSource { performed.increment() }
+        thread.loop.add(source, forMode: .default)
+        try thread.perform(waitUntilDone: true) {}
+        #expect(thread.loop.contains(source, inMode: .default))
+        source.signal()
+        #expect(eventually { performed.count == 1 })
+    }
+
+    @Test("R76 blocks wait for their modes")
+    func modes() throws {
+        let thread = try LoopThread(name: "modes")
+        defer { thread.shutdown() }
+        let trace = Trace()
+        try thread.perform(inModes: ["tracking"]) { trace.append("tracking-block") }
+        try thread.perform(waitUntilDone: true) {
+            trace.append("default-block")
+            thread.loop.add(keepAliveSource(), forMode: "tracking")
+            thread.loop.run("tracking", for: .zero)
+        }
+        #expect(trace.text == "default-block tracking-block")
+    }
+
+    @Test("R75 perform(after:) runs once after the delay; cancelling prevents it")
+    func performAfter() throws {
+        let thread = try LoopThread(name: "after")
+        defer { thread.shutdown() }
+        let trace = Trace()
+        let start = ContinuousClock.now
+        let ranAt = Mutex<ContinuousClock.Instant?>(nil)
+        try thread.perform(after: .milliseconds(30)) {
+            ranAt.withLock { $0 = .now }
+            trace.append("delayed")
+        }
+        let cancelled = try thread.perform(after: .milliseconds(10)) { trace.append("cancelled") }
+        cancelled.invalidate()
+        #expect(eventually { trace.all.contains("delayed") })
+        usleep(30_000)
+        #expect(trace.text == "delayed")
+        let at = try #require(ranAt.withLock { $0 })
+        #expect(at - start >= .milliseconds(30))
+    }
+
+    @Test("R75 a delay of zero still waits for the loop to run one of the modes")
+    func zeroDelayWaitsForMode() throws {
+        let (loop, _) = makeManualLoop()
+        let ran = Counter()
+        loop.add(keepAliveSource(), forMode: "other")
+        loop.perform(after: .zero) { ran.increment() }
+        loop.run("other", for: .zero)
+        #expect(ran.count == 0)
+        loop.run(.default, for: .zero)
+        #expect(ran.count == 1)
+    }
+
+    @Test("Shutdown runs every block accepted before it, cancels delayed performs, then refuses work")
+    func orderlyShutdown() throws {
+        let thread = try LoopThread(name: "shutdown")
+        let ran = Counter()
+        let gate = DispatchSemaphore(value: 0)
+        try thread.perform { gate.wait() }  // hold the thread so that work piles up
+        for _ in 0..<50 { try thread.perform { ran.increment() } }
+        try thread.perform(inModes: ["never-run-mode"]) {
+            ran.increment()
+            // Queued during the drain itself: the drain must keep running passes until it is empty.
+            thread.loop.perform(inModes: [.default]) { ran.increment() }
+        }
+        let delayed = try thread.perform(after: .seconds(3600)) { ran.increment() }
+        let waiter = try PlatformThread.spawn {
+            try? thread.perform(waitUntilDone: true) { ran.increment() }
+        }
+        usleep(20_000)
+        gate.signal()
+        thread.shutdown()
+        waiter.join()
+        #expect(ran.count == 53)
+        #expect(!delayed.isValid)
+        #expect(!thread.isRunning)
+        #expect(throws: LoopThreadError.shutDown(thread: "shutdown")) { try thread.perform {} }
+        #expect(throws: LoopThreadError.shutDown(thread: "shutdown")) { try thread.perform(after: .zero) {} }
+        thread.shutdown()  // idempotent
+    }
+
+    @Test("Shutdown from a callout on the thread itself completes without deadlock")
+    func shutdownFromOwnThread() throws {
+        let thread = try LoopThread(name: "self-stop")
+        try thread.perform { thread.shutdown() }
+        #expect(eventually { !thread.isRunning })
+        thread.shutdown()  // joins
+    }
+
+    @Test("No thread and no descriptor is left behind by LoopThreads and groups")
+    func noLeaks() async {
+        await #expect(processExitsWith: .success) {
+            let descriptors = descriptorBaseline()
+            let threads = threadCount()
+            for _ in 0..<5 {
+                let thread = try LoopThread(name: "leak-check")
+                try thread.perform(waitUntilDone: true) {}
+                thread.shutdown()
+            }
+            do {
+                let released = try LoopThread(name: "released")
+                try released.perform {}
+            }  // deinit shuts it down
+            let group = try LoopThreadGroup(count: 3, name: "group")
+            try group.next().perform(waitUntilDone: true) {}
+            group.shutdown()
+            if threadCount() != threads { fatalError("threads leaked: \(threads) → \(threadCount())") }
+            requireNoNewDescriptors(since: descriptors)
+        }
+    }
+
+    @Test("LoopThreadGroup hands out its threads round-robin")
+    func group() throws {
+        let group = try LoopThreadGroup(count: 3, name: "rr")
+        defer { group.shutdown() }
+        #expect(group.threads.count == 3)
+        let picks = (0..<6).map { _ in ObjectIdentifier(group.next()) }
+        #expect(picks[0] != picks[1] && picks[1] != picks[2] && picks[0] != picks[2])
+        #expect(Array(picks[0..<3]) == Array(picks[3..<6]))
+        #expect(group.threads.map(\.name) == ["rr-0", "rr-1", "rr-2"])
+    }
+
+    @Test("R76 an empty mode list traps")
+    func emptyModes() async {
+        await #expect(processExitsWith: .failure) {
+            let thread = try LoopThread(name: "empty")
+            try thread.perform(inModes: []) {}
+        }
+    }
+}
