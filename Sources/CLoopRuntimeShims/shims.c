@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "CLoopRuntimeShims.h"
 
+#include <linux/futex.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <stdlib.h>
@@ -32,4 +34,36 @@ int cloop_set_current_thread_name(const char *name) {
     strncpy(truncated, name, sizeof truncated - 1);
     truncated[sizeof truncated - 1] = 0;
     return pthread_setname_np(pthread_self(), truncated);
+}
+
+// Drepper's "Futexes Are Tricky" mutex 2: 0 unlocked, 1 locked, 2 locked with waiters.
+void cloop_lock_acquire(uint32_t *word) {
+    _Atomic uint32_t *state = (_Atomic uint32_t *)word;
+    uint32_t expected = 0;
+    if (atomic_compare_exchange_strong_explicit(state, &expected, 1, memory_order_acquire,
+                                                memory_order_relaxed)) {
+        return;
+    }
+    for (int spin = 0; spin < 64; spin++) {
+        __builtin_ia32_pause();
+        expected = 0;
+        if (atomic_load_explicit(state, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(state, &expected, 1, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+            return;
+        }
+    }
+    uint32_t current = atomic_exchange_explicit(state, 2, memory_order_acquire);
+    while (current != 0) {
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+        current = atomic_exchange_explicit(state, 2, memory_order_acquire);
+    }
+}
+
+void cloop_lock_release(uint32_t *word) {
+    _Atomic uint32_t *state = (_Atomic uint32_t *)word;
+    if (atomic_fetch_sub_explicit(state, 1, memory_order_release) != 1) {
+        atomic_store_explicit(state, 0, memory_order_release);
+        syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
 }

@@ -29,7 +29,7 @@ extension Loop {
             let loopID = ObjectIdentifier(self)
             for source in state.commonSources.values
             where modeState.sources[ObjectIdentifier(source)] == nil {
-                let stillValid = source.registrations.withLock { registrations in
+                let stillValid = source.withRegistrations { registrations in
                     guard source.valid.load(ordering: .relaxed) else { return false }
                     registrations[loopID]?.modeCount += 1
                     return true

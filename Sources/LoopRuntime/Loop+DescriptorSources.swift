@@ -80,7 +80,7 @@ extension Loop {
 
     /// Lock held.
     private func bind(_ source: LoopDescriptorSource) -> Bool {
-        let outcome: BindOutcome = source.shared.withLock {
+        let outcome: BindOutcome = source.withShared {
             guard source.valid.load(ordering: .relaxed) else { return .invalid }
             return BindOutcome.bind(&$0.isBound, &$0.loop, to: self)
         }
@@ -88,7 +88,7 @@ extension Loop {
     }
 
     private func isBound(_ source: LoopDescriptorSource) -> Bool {
-        source.shared.withLock { $0.loop === self }
+        source.withShared { $0.loop === self }
     }
 
     /// Starts watching the source's descriptor. Lock held.

@@ -56,7 +56,7 @@ extension Loop {
     /// Binds `observer` to this loop on first add; traps if it belongs to another (SPEC M6).
     /// Returns false for an invalid observer. Lock held.
     private func bind(_ observer: LoopObserver) -> Bool {
-        let outcome: BindOutcome = observer.shared.withLock {
+        let outcome: BindOutcome = observer.withShared {
             guard observer.valid.load(ordering: .relaxed) else { return .invalid }
             return BindOutcome.bind(&$0.isBound, &$0.loop, to: self)
         }
@@ -64,7 +64,7 @@ extension Loop {
     }
 
     private func isBound(_ observer: LoopObserver) -> Bool {
-        observer.shared.withLock { $0.loop === self }
+        observer.withShared { $0.loop === self }
     }
 
     /// Adds a membership in notification order (SPEC R25). Lock held.

@@ -73,7 +73,7 @@ extension Loop {
     /// if the source is invalid. Loop lock held.
     private func register(_ source: LoopSource, modeCount delta: Int) -> Bool {
         let id = ObjectIdentifier(self)
-        return source.registrations.withLock { registrations in
+        return source.withRegistrations { registrations in
             guard source.valid.load(ordering: .relaxed) else { return false }
             let count = (registrations[id]?.modeCount ?? 0) + delta
             if count > 0 {
@@ -95,7 +95,7 @@ extension Loop {
                 left.append(modeState.mode)
             }
             state.commonSources.removeValue(forKey: id)
-            source.registrations.withLock { _ = $0.removeValue(forKey: loopID) }
+            source.withRegistrations { _ = $0.removeValue(forKey: loopID) }
             return left
         }
         for mode in left {

@@ -81,7 +81,7 @@ extension Loop {
     /// Binds `timer` to this loop on first add and gives it its sequence number; traps if it
     /// belongs to another loop (SPEC M6). Returns false for an invalid timer. Lock held.
     private func bind(_ timer: LoopTimer) -> Bool {
-        let outcome: BindOutcome = timer.shared.withLock {
+        let outcome: BindOutcome = timer.withShared {
             guard $0.isValid else { return .invalid }
             return BindOutcome.bind(&$0.isBound, &$0.loop, to: self)
         }
@@ -94,7 +94,7 @@ extension Loop {
     }
 
     private func isBound(_ timer: LoopTimer) -> Bool {
-        timer.shared.withLock { $0.loop === self }
+        timer.withShared { $0.loop === self }
     }
 
     /// Adds a membership and, unless the timer is firing, a heap entry. Lock held.
@@ -103,7 +103,7 @@ extension Loop {
         timer.modes.append(modeState)
         modeState.timerCount += 1
         if !timer.isFiring {
-            let (fireDate, tolerance) = timer.shared.withLock { ($0.fireDate, $0.tolerance) }
+            let (fireDate, tolerance) = timer.withShared { ($0.fireDate, $0.tolerance) }
             modeState.timerHeap.push(entry(for: timer, fireDate: fireDate, tolerance: tolerance))
         }
     }
@@ -138,7 +138,7 @@ extension Loop {
         timer.modes.remove(modeState)
         modeState.timerCount -= 1
         if hadEntries {
-            let (fireDate, tolerance) = timer.shared.withLock { ($0.fireDate, $0.tolerance) }
+            let (fireDate, tolerance) = timer.withShared { ($0.fireDate, $0.tolerance) }
             pushEntries(of: timer, fireDate: fireDate, tolerance: tolerance)
         }
     }
@@ -165,7 +165,7 @@ extension Loop {
     /// (SPEC R40). Called by `LoopTimer` from any thread.
     func reschedule(_ timer: LoopTimer, _ change: (inout LoopTimer.Shared) -> Void) {
         lock.withLock {
-            let dates: (Int64, Int64)? = timer.shared.withLock {
+            let dates: (Int64, Int64)? = timer.withShared {
                 guard $0.isValid else { return nil }
                 change(&$0)
                 return ($0.fireDate, $0.tolerance)
@@ -201,7 +201,7 @@ extension Loop {
         let serviced: Int64? = lock.withLock {
             // Moved, removed, invalidated or fired by an earlier callout of this batch: the entry
             // went stale (and the change pushed whatever entries the timer needs now).
-            guard entry.isLive, !timer.isFiring, timer.shared.withLock({ $0.isValid }) else {
+            guard entry.isLive, !timer.isFiring, timer.withShared({ $0.isValid }) else {
                 return nil
             }
             // SPEC R42: while firing, the timer has no live entry, so nested runs skip it and
@@ -217,13 +217,13 @@ extension Loop {
         lock.withLock {
             guard timer.isRepeating else {
                 // SPEC R36: a one-shot timer is invalidated right after its callout returns.
-                timer.shared.withLock { $0.isValid = false }
+                timer.withShared { $0.isValid = false }
                 detachLocked(timer)
                 timer.isFiring = false
                 return
             }
             timer.isFiring = false
-            let dates: (Int64, Int64)? = timer.shared.withLock {
+            let dates: (Int64, Int64)? = timer.withShared {
                 guard $0.isValid else { return nil }  // SPEC R39
                 // SPEC R38: a later date set during the callout is kept; otherwise R37.
                 if $0.fireDate <= serviced {

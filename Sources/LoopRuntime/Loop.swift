@@ -240,7 +240,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         state.commonDescriptorSources.removeAll()
         let id = ObjectIdentifier(self)
         for (source, _) in cancels {
-            source.registrations.withLock { _ = $0.removeValue(forKey: id) }
+            source.withRegistrations { _ = $0.removeValue(forKey: id) }
         }
         for timer in state.commonTimers.values { timer.isCommonItem = false }
         state.commonTimers.removeAll()

@@ -34,9 +34,10 @@ import Synchronization
 ///   handler runs on the loop's thread.
 public final class LoopDescriptorSource: @unchecked Sendable {
     // Thread-safety: `descriptor`, `events`, `order`, `handler` and `onTeardown` are immutable.
-    // `shared` is guarded by its mutex; `valid` is an atomic that only changes under it. `modes`,
+    // `sharedState` is guarded by the source's stripe lock; `valid` is an atomic that only changes
+    // under it. `modes`,
     // `token`, `isWatching`, `pendingEvents` and `isCommonItem` are guarded by the bound loop's
-    // lock. Lock order: loop lock, then `shared`.
+    // lock. Lock order: loop lock, then the stripe lock.
 
     /// Readiness of a descriptor.
     ///
@@ -98,8 +99,15 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         weak var loop: Loop?
         var isBound = false
     }
-    let shared = Mutex(Shared())
+    /// Guarded by the source's stripe lock (`withShared`).
+    @exclusivity(unchecked) private var sharedState = Shared()
     let valid = Atomic<Bool>(true)
+
+    /// Runs `body` on the shared state with the source's stripe lock held. Never nest two.
+    @inline(__always)
+    func withShared<R>(_ body: (inout Shared) -> R) -> R {
+        LockStripes.lock(for: self).withLock { body(&sharedState) }
+    }
 
     @exclusivity(unchecked) var modes = ModeList()
     /// The epoll token while registered with the bound loop's waiter; 0 when not registered.
@@ -157,7 +165,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     ///
     /// - Important: Safe from any thread, including the source's own handler.
     public func invalidate() {
-        let loop: Loop? = shared.withLock {
+        let loop: Loop? = withShared {
             guard valid.load(ordering: .relaxed) else { return nil }
             valid.store(false, ordering: .releasing)
             return $0.loop

@@ -20,10 +20,10 @@ import Synchronization
 ///   handler runs on the loop's thread; while it runs, this observer receives nothing, not even from
 ///   a nested run it starts (SPEC R29).
 public final class LoopObserver: @unchecked Sendable {
-    // Thread-safety: `activities`, `repeats`, `order` and `handler` are immutable. `shared` is
-    // guarded by its mutex; `valid` is an atomic that only changes under that mutex.
+    // Thread-safety: `activities`, `repeats`, `order` and `handler` are immutable. `sharedState` is
+    // guarded by the observer's stripe lock; `valid` is an atomic that only changes under it.
     // `memberships` is guarded by the bound loop's lock; `isInCallout` is touched only on the bound
-    // loop's thread. Lock order: loop lock, then `shared`.
+    // loop's thread. Lock order: loop lock, then the stripe lock.
 
     /// The activities this observer is called for.
     public let activities: Loop.Activity
@@ -37,8 +37,15 @@ public final class LoopObserver: @unchecked Sendable {
         weak var loop: Loop?
         var isBound = false
     }
-    let shared = Mutex(Shared())
+    /// Guarded by the observer's stripe lock (`withShared`).
+    @exclusivity(unchecked) private var sharedState = Shared()
     let valid = Atomic<Bool>(true)
+
+    /// Runs `body` on the shared state with the observer's stripe lock held. Never nest two.
+    @inline(__always)
+    func withShared<R>(_ body: (inout Shared) -> R) -> R {
+        LockStripes.lock(for: self).withLock { body(&sharedState) }
+    }
 
     @exclusivity(unchecked) var memberships: [ModeState] = []
     @exclusivity(unchecked) var isInCallout = false
@@ -73,7 +80,7 @@ public final class LoopObserver: @unchecked Sendable {
     ///
     /// - Important: Safe from any thread, including the observer's own handler.
     public func invalidate() {
-        let loop: Loop? = shared.withLock {
+        let loop: Loop? = withShared {
             guard valid.load(ordering: .relaxed) else { return nil }
             valid.store(false, ordering: .releasing)
             return $0.loop

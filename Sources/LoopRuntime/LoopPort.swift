@@ -52,7 +52,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     }
 
     private let eventFD: Int32
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let handler: @Sendable (Message) -> Void
     /// The descriptor source that delivers the messages.
     let source: LoopDescriptorSource
@@ -143,7 +143,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
 
     /// The loop's thread exited (SPEC R5): refuse further sends.
     private func loopEnded() {
-        let loopName = source.shared.withLock { $0.loop?.description } ?? "port's loop"
+        let loopName = source.withShared { $0.loop?.description } ?? "port's loop"
         state.withLock {
             if $0.failure == nil { $0.failure = .loopEnded(loop: loopName) }
         }

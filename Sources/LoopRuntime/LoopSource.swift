@@ -25,9 +25,9 @@ import Synchronization
 ///   loop's thread at thread-exit teardown).
 public final class LoopSource: @unchecked Sendable {
     // Thread-safety: the handlers and `order` are immutable. `signalSequence` and `valid` are
-    // atomics; `valid` only changes with `registrations`' mutex held, so an add (which registers
-    // under that mutex) and an invalidate (which reads the registrations under it) never miss each
-    // other. Lock order: loop lock, then `registrations`.
+    // atomics; `valid` only changes with the source's stripe lock held, so an add (which registers
+    // under that lock) and an invalidate (which reads the registrations under it) never miss each
+    // other. Lock order: loop lock, then the stripe lock.
 
     /// The perform order: lower orders are performed first (SPEC R46).
     public let order: Int
@@ -44,7 +44,14 @@ public final class LoopSource: @unchecked Sendable {
         /// In how many concrete modes of that loop the source is.
         var modeCount: Int
     }
-    let registrations = Mutex<[ObjectIdentifier: Registration]>([:])
+    /// Guarded by the source's stripe lock (`withRegistrations`).
+    @exclusivity(unchecked) private var registrations: [ObjectIdentifier: Registration] = [:]
+
+    /// Runs `body` on the registrations with the source's stripe lock held. Never nest two.
+    @inline(__always)
+    func withRegistrations<R>(_ body: (inout [ObjectIdentifier: Registration]) -> R) -> R {
+        LockStripes.lock(for: self).withLock { body(&registrations) }
+    }
 
     private static let signalCounter = Atomic<UInt64>(1)
 
@@ -91,7 +98,7 @@ public final class LoopSource: @unchecked Sendable {
                 expected: 0, desired: sequence, ordering: .acquiringAndReleasing
             ).exchanged
         else { return }
-        let loops = registrations.withLock { $0.values.compactMap(\.loop) }
+        let loops = withRegistrations { $0.values.compactMap(\.loop) }
         for loop in loops {
             loop.sourceWasSignalled(self)
         }
@@ -102,7 +109,7 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// - Important: Safe from any thread, including the source's own perform.
     public func invalidate() {
-        let loops: [Loop] = registrations.withLock {
+        let loops: [Loop] = withRegistrations {
             guard valid.load(ordering: .relaxed) else { return [] }
             valid.store(false, ordering: .releasing)
             return $0.values.compactMap(\.loop)

@@ -45,9 +45,22 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             var loop: Loop?
             var startError: LoopSystemError?
             var delayed: [ObjectIdentifier: LoopTimer] = [:]
+            /// Someone has taken on joining (or detaching) the thread.
+            var joinClaimed = false
         }
-        let state = Mutex(State())
+        let state = Locked(State())
         let started = DispatchSemaphore(value: 0)
+        /// Entered before the thread starts, left when its main function returns.
+        let running = DispatchGroup()
+
+        /// True the first time only.
+        func claimJoin() -> Bool {
+            state.withLock { state in
+                let first = !state.joinClaimed
+                state.joinClaimed = true
+                return first
+            }
+        }
 
         var isShuttingDown: Bool { state.withLock { $0.phase != .running && $0.phase != .starting } }
     }
@@ -59,10 +72,20 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         let core = Core()
         self.name = name
         self.core = core
-        thread = try PlatformThread.spawn(name: name) { Self.main(core) }
+        core.running.enter()
+        do {
+            thread = try PlatformThread.spawn(name: name) {
+                Self.main(core)
+                core.running.leave()
+            }
+        } catch {
+            core.running.leave()
+            throw error
+        }
         core.started.wait()
         let (loop, error) = core.state.withLock { ($0.loop, $0.startError) }
         if let error {
+            _ = core.claimJoin()
             thread.join()
             throw error
         }
@@ -73,7 +96,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         if loop.isCurrentThread {
             // The last reference went away on the thread itself: it cannot join itself.
             requestShutdown()
-            thread.detach()
+            if core.claimJoin() { thread.detach() }
         } else {
             shutdown()
         }
@@ -168,14 +191,15 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// cancels pending delayed performs, and waits for the thread to end. Idempotent.
     ///
     /// Called on the thread itself (from a callout), it requests the shutdown, which completes when
-    /// the callout returns, and does not wait.
+    /// the callout returns, and does not wait. Called from several threads, each returns once the
+    /// thread has ended.
     ///
     /// - Important: Safe from any thread.
     public func shutdown() {
-        let mustJoin = requestShutdown()
-        if mustJoin && !loop.isCurrentThread {
-            thread.join()
-        }
+        requestShutdown()
+        guard !loop.isCurrentThread else { return }
+        core.running.wait()
+        if core.claimJoin() { thread.join() }
     }
 
     /// Marks the shutdown and stops the loop; true the first time.

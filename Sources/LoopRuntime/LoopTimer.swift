@@ -24,10 +24,10 @@ import Synchronization
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
     // Thread-safety: `interval`, `intervalNanoseconds` and `handler` are immutable. `shared` is
-    // guarded by its own mutex. `modes`, `generation`, `latestFireDate`, `isFiring`, `sequence` and
+    // guarded by the timer's stripe lock (`withShared`). `modes`, `generation`, `latestFireDate`, `isFiring`, `sequence` and
     // `isCommonItem`
     // are guarded by the lock of the loop the timer is bound to (only that loop touches them,
-    // always holding its lock). Lock order: loop lock, then `shared`.
+    // always holding its lock). Lock order: loop lock, then the stripe lock.
 
     /// The interval of a repeating timer; `nil` for a one-shot timer.
     public let interval: Duration?
@@ -41,7 +41,14 @@ public final class LoopTimer: @unchecked Sendable {
         var fireDate: Int64
         var tolerance: Int64
     }
-    let shared: Mutex<Shared>
+    /// Guarded by the timer's stripe lock (`withShared`).
+    @exclusivity(unchecked) private var sharedState: Shared
+
+    /// Runs `body` on the shared state with the timer's stripe lock held. Never nest two.
+    @inline(__always)
+    func withShared<R, E: Error>(_ body: (inout Shared) throws(E) -> R) throws(E) -> R {
+        try LockStripes.lock(for: self).withLock { () throws(E) -> R in try body(&sharedState) }
+    }
 
     /// The concrete modes of the bound loop the timer is in.
     @exclusivity(unchecked) var modes = ModeList()
@@ -83,7 +90,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.intervalNanoseconds = intervalNanoseconds
         self.handler = handler
         let tolerance = Self.clampedTolerance(tolerance, interval: intervalNanoseconds)
-        self.shared = Mutex(Shared(fireDate: LoopTime.nanoseconds(of: date), tolerance: tolerance))
+        self.sharedState = Shared(fireDate: LoopTime.nanoseconds(of: date), tolerance: tolerance)
     }
 
     /// Creates a timer that first fires `delay` from now on `ContinuousClock`.
@@ -108,13 +115,13 @@ public final class LoopTimer: @unchecked Sendable {
     /// False once the timer was invalidated, explicitly or after a one-shot fired.
     ///
     /// - Important: Safe from any thread.
-    public var isValid: Bool { shared.withLock { $0.isValid } }
+    public var isValid: Bool { withShared { $0.isValid } }
 
     /// The next fire date, or `nil` for an invalid timer (SPEC R32).
     ///
     /// - Important: Safe from any thread.
     public var fireDate: ContinuousClock.Instant? {
-        shared.withLock { $0.isValid ? LoopTime.instant($0.fireDate) : nil }
+        withShared { $0.isValid ? LoopTime.instant($0.fireDate) : nil }
     }
 
     /// The tolerance in effect (after clamping for repeating timers, SPEC R43).
@@ -124,7 +131,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// - Important: Safe from any thread.
     /// - Precondition: not negative (SPEC M5).
     public var tolerance: Duration {
-        get { .nanoseconds(shared.withLock { $0.tolerance }) }
+        get { .nanoseconds(withShared { $0.tolerance }) }
         set {
             let clamped = Self.clampedTolerance(newValue, interval: intervalNanoseconds)
             update { $0.tolerance = clamped }
@@ -149,7 +156,7 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// - Important: Safe from any thread, including the timer's own handler.
     public func invalidate() {
-        let loop: Loop? = shared.withLock {
+        let loop: Loop? = withShared {
             guard $0.isValid else { return nil }
             $0.isValid = false
             return $0.loop
@@ -160,7 +167,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Applies a change to the schedule, through the loop when the timer is bound to one so its
     /// heaps and armed deadline follow.
     private func update(_ change: (inout Shared) -> Void) {
-        let loop: Loop? = shared.withLock {
+        let loop: Loop? = withShared {
             guard $0.isValid else { return nil }
             if !$0.isBound {
                 change(&$0)

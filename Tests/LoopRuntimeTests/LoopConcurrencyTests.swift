@@ -93,7 +93,7 @@ struct LoopConcurrencyTests {
 
     @Test("R7 a loop on its own thread serves many senders; stop from outside ends it")
     func residentLoop() throws {
-        let loopBox = Mutex<Loop?>(nil)
+        let loopBox = Locked<Loop?>(nil)
         let ran = Counter()
         let server = try PlatformThread.spawn(name: "resident") {
             let loop = Loop.current

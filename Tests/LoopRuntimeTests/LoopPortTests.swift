@@ -17,7 +17,7 @@ struct LoopPortTests {
         let thread = try LoopThread(name: "port-consumer")
         defer { thread.shutdown() }
         struct Message: Sendable { let sender: Int; let sequence: Int }
-        let lastSeen = Mutex<[Int]>(Array(repeating: -1, count: 4))
+        let lastSeen = Locked<[Int]>(Array(repeating: -1, count: 4))
         let outOfOrder = Counter()
         let received = Counter()
         let wrongThread = Counter()

@@ -65,7 +65,7 @@ struct LoopSourceTests {
         let trace = Trace()
         loop.add(tracing(trace, .beforeSources), forMode: .default)
         let later = LoopSource(order: 2) { trace.append("later") }
-        let firstRef = Mutex<LoopSource?>(nil)
+        let firstRef = Locked<LoopSource?>(nil)
         let count = Counter()
         let first = LoopSource(order: 1) {
             trace.append("first")
@@ -94,7 +94,7 @@ struct LoopSourceTests {
     func snapshotRules() {
         let (loop, _) = makeManualLoop()
         let trace = Trace()
-        let victims = Mutex<(LoopSource?, LoopSource?)>((nil, nil))
+        let victims = Locked<(LoopSource?, LoopSource?)>((nil, nil))
         let first = LoopSource(order: 0) {
             trace.append("first")
             let (invalidated, removed) = victims.withLock { $0 }

@@ -13,7 +13,7 @@ struct LoopTests {
 
     @Test("R1 a thread's loop is created on first request and the same afterwards")
     func currentLoopIsPerThread() throws {
-        let first = Mutex<[ObjectIdentifier]>([])
+        let first = Locked<[ObjectIdentifier]>([])
         for _ in 0..<2 {
             try onNewThread {
                 let a = Loop.current
@@ -27,7 +27,7 @@ struct LoopTests {
         let ids = first.withLock { $0 }
         // Two threads, two loops (the first was torn down and freed; the identities may be
         // reused, so compare while both are alive instead).
-        let pair = Mutex<[Loop]>([])
+        let pair = Locked<[Loop]>([])
         let ready = Atomic<Int>(0)
         let release = Atomic<Bool>(false)
         let threads = try (0..<2).map { _ in
@@ -378,7 +378,7 @@ struct LoopTests {
     func waitingWhileBlocked() {
         let (loop, waiter) = makeManualLoop()
         loop.add(keepAliveSource(), forMode: .default)
-        let seen = Mutex<Bool?>(nil)
+        let seen = Locked<Bool?>(nil)
         waiter.duringWait.withLock {
             $0 = { _ in
                 seen.withLock { $0 = loop.isWaiting }

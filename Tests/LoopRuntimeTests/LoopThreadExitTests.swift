@@ -15,7 +15,7 @@ struct LoopThreadExitTests {
         let source = LoopSource(cancel: { _, mode in trace.append("cancel:\(mode)") }) {}
         let timer = LoopTimer(fireAt: .now + .seconds(60)) { _ in }
         let observer = LoopObserver(activities: .entry) { _, _ in }
-        let loopBox = Mutex<Loop?>(nil)
+        let loopBox = Locked<Loop?>(nil)
         let blockRan = Counter()
         try onNewThread {
             let loop = Loop.current

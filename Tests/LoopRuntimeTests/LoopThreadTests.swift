@@ -84,7 +84,7 @@ struct LoopThreadTests {
         defer { thread.shutdown() }
         let trace = Trace()
         let start = ContinuousClock.now
-        let ranAt = Mutex<ContinuousClock.Instant?>(nil)
+        let ranAt = Locked<ContinuousClock.Instant?>(nil)
         try thread.perform(after: .milliseconds(30)) {
             ranAt.withLock { $0 = .now }
             trace.append("delayed")

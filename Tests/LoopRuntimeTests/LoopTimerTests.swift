@@ -92,7 +92,7 @@ struct LoopTimerTests {
     @Test("R36 a one-shot timer is invalidated right after its callout returns")
     func oneShotInvalidated() {
         let (loop, waiter) = makeManualLoop()
-        let validInCallout = Mutex<Bool?>(nil)
+        let validInCallout = Locked<Bool?>(nil)
         let timer = LoopTimer(fireAt: waiter.virtualNow) { timer in
             validInCallout.withLock { $0 = timer.isValid }
         }
@@ -337,7 +337,7 @@ struct LoopTimerTests {
     func realToleranceNeverEarly() throws {
         let loop = try makeEpollLoop()
         let fireDate = ContinuousClock.now + .milliseconds(20)
-        let firedAt = Mutex<ContinuousClock.Instant?>(nil)
+        let firedAt = Locked<ContinuousClock.Instant?>(nil)
         loop.add(LoopTimer(fireAt: fireDate, tolerance: .milliseconds(5)) { _ in
             firedAt.withLock { $0 = .now }
         }, forMode: .default)

@@ -9,7 +9,7 @@ import Testing
 
 /// A thread-safe log of events, compared exactly in tests.
 final class Trace: Sendable {
-    private let events = Mutex<[String]>([])
+    private let events = Locked<[String]>([])
 
     func append(_ event: String) {
         events.withLock { $0.append(event) }

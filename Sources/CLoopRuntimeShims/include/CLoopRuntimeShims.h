@@ -96,6 +96,12 @@ static inline int cloop_eventfd_drain(int fd) {
 /// The calling thread's kernel thread id.
 static inline int32_t cloop_gettid(void) { return (int32_t)syscall(SYS_gettid); }
 
+/// A futex-based mutex on a 32-bit word (0 = unlocked). The atomics live in this C target, which
+/// SwiftPM compiles with the thread sanitizer when asked, so the sanitizer sees every lock and
+/// unlock (it cannot see inside Synchronization.Mutex's uninstrumented slow path).
+void cloop_lock_acquire(uint32_t *word);
+void cloop_lock_release(uint32_t *word);
+
 /// True on the process's main thread (recorded by a constructor when the library loads).
 bool cloop_is_main_thread(void);
 

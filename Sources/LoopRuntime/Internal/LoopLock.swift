@@ -1,20 +1,85 @@
-import Synchronization
+import CLoopRuntimeShims
+
+/// A futex mutex on a word with a stable address. Not owning: see ``LoopLock``, ``Locked`` and
+/// ``LockStripes`` for the owners of the words.
+///
+/// The lock's atomics are in the C shim, which the thread sanitizer instruments, so every
+/// critical section of the engine is visible to it. (`Synchronization.Mutex` takes its contended
+/// path in uninstrumented standard-library code, which makes the sanitizer report races on data
+/// that is in fact guarded.) Never call out to user code while holding one.
+struct RawLock: @unchecked Sendable {
+    // The word is only touched through the C lock functions.
+    let word: UnsafeMutablePointer<UInt32>
+
+    @inline(__always)
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        cloop_lock_acquire(word)
+        defer { cloop_lock_release(word) }
+        return try body()
+    }
+}
 
 /// A non-recursive mutex whose critical sections may read and return state stored outside it.
 ///
-/// `Mutex<Value>` guards a value it owns; LoopRuntime's locks guard fields of several objects
-/// (a loop's mode table and the bookkeeping its items keep for it), so this wraps a `Mutex<Void>`
-/// and lets the body return any value. Never call out to user code while holding one.
+/// A loop's lock guards fields of several objects (its mode table and the bookkeeping its items
+/// keep for it), so the lock does not own the data; every guarded field says so in a comment.
 final class LoopLock: Sendable {
-    private let mutex = Mutex<Void>(())
+    private let raw: RawLock
 
-    init() {}
+    init() {
+        let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+        word.initialize(to: 0)
+        raw = RawLock(word: word)
+    }
+
+    deinit {
+        raw.word.deallocate()
+    }
 
     /// Runs `body` with the lock held and returns its result.
     @inline(__always)
-    func withLock<R>(_ body: () -> R) -> R {
-        var result: R? = nil
-        mutex.withLock { _ in result = body() }
-        return result.unsafelyUnwrapped
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        try raw.withLock(body)
+    }
+}
+
+/// A value and the lock that guards it (an allocation of its own: for objects with few instances;
+/// items that exist by the million use ``LockStripes``).
+final class Locked<Value>: @unchecked Sendable {
+    // `value` is only touched inside `withLock`.
+    private let lock = LoopLock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    @inline(__always)
+    func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+        try lock.withLock { () throws(E) -> R in try body(&value) }
+    }
+}
+
+/// A fixed table of locks shared by the engine's items (timers, observers, sources): an item's
+/// lock is picked by its address, so a million timers need no lock allocations.
+///
+/// Rule: never hold two stripe locks at once (two items may share a stripe, and the lock is not
+/// recursive). The engine only nests a stripe inside a loop's lock.
+enum LockStripes {
+    private static let count = 64
+    /// One word per 64-byte line, so that stripes do not share cache lines.
+    private static let stride = 16
+    nonisolated(unsafe) private static let words: UnsafeMutablePointer<UInt32> = {
+        let words = UnsafeMutablePointer<UInt32>.allocate(capacity: count * stride)
+        words.initialize(repeating: 0, count: count * stride)
+        return words
+    }()
+
+    /// The lock of `object`.
+    @inline(__always)
+    static func lock(for object: AnyObject) -> RawLock {
+        let address = UInt(bitPattern: ObjectIdentifier(object))
+        let index = Int((address >> 4) ^ (address >> 12)) & (count - 1)
+        return RawLock(word: words + index * stride)
     }
 }

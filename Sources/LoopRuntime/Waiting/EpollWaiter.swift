@@ -16,7 +16,7 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
-    private let closed = Mutex<Bool>(false)
+    private let closed = Locked(false)
     private let events: UnsafeMutablePointer<epoll_event>
     private let eventCapacity: Int32 = 64
 

@@ -24,14 +24,14 @@ final class ManualWaiter: LoopWaiter, Sendable {
         var ready: [Int32: UInt32] = [:]
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     /// Called on the loop thread at the start of every blocking wait, while the loop counts as
     /// sleeping.
-    let duringWait: Mutex<(@Sendable (ManualWaiter) -> Void)?> = Mutex(nil)
+    let duringWait = Locked<(@Sendable (ManualWaiter) -> Void)?>(nil)
 
     /// A waiter whose virtual clock starts at `start` (loop time).
     init(start: Int64 = 1_000_000_000_000) {
-        state = Mutex(State(now: start))
+        state = Locked(State(now: start))
     }
 
     func now() -> Int64 { state.withLock { $0.now } }
