@@ -6,6 +6,9 @@ let package = Package(
     products: [
         .library(name: "LoopRuntime", targets: ["LoopRuntime"]),
         .executable(name: "LoopDemo", targets: ["LoopDemo"]),
+        .executable(name: "ResidentThread", targets: ["ResidentThread"]),
+        .executable(name: "BackgroundTimer", targets: ["BackgroundTimer"]),
+        .executable(name: "DelayedPerform", targets: ["DelayedPerform"]),
         .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
     ],
     targets: [
@@ -17,12 +20,18 @@ let package = Package(
             dependencies: ["LoopRuntime"],
             path: "Examples/LoopDemo"
         ),
+        .executableTarget(
+            name: "ResidentThread", dependencies: ["LoopRuntime"], path: "Examples/ResidentThread"),
+        .executableTarget(
+            name: "BackgroundTimer", dependencies: ["LoopRuntime"], path: "Examples/BackgroundTimer"),
+        .executableTarget(
+            name: "DelayedPerform", dependencies: ["LoopRuntime"], path: "Examples/DelayedPerform"),
         // Allocation counting (malloc interposed in the benchmark executable only), thread CPU usage.
         .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
         // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.
         .executableTarget(
             name: "LoopBenchmarks",
-            dependencies: ["LoopRuntime", "CBenchmarkSupport"],
+            dependencies: ["LoopRuntime", "CLoopRuntimeShims", "CBenchmarkSupport"],
             path: "Benchmarks/LoopBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),

@@ -7,6 +7,7 @@ import Foundation
 // Ratios < 1 mean LoopRuntime is better (for rates, the ratio is comparison/ours).
 
 let scenarios: [(name: String, run: (Scale) -> Void)] = [
+    ("wake", WakePingPong.run),
     ("empty-pass", EmptyPass.run),
     ("timers", TimerThroughput.run),
     ("idle", Idle.run),
