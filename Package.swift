@@ -5,6 +5,7 @@ let package = Package(
     name: "LoopRuntime",
     products: [
         .library(name: "LoopRuntime", targets: ["LoopRuntime"]),
+        .library(name: "LoopExecutor", targets: ["LoopExecutor"]),
         .executable(name: "LoopDemo", targets: ["LoopDemo"]),
         .executable(name: "ResidentThread", targets: ["ResidentThread"]),
         .executable(name: "BackgroundTimer", targets: ["BackgroundTimer"]),
@@ -15,6 +16,7 @@ let package = Package(
         // epoll, eventfd and timerfd are not exported by Glibc; this shim exposes them.
         .target(name: "CLoopRuntimeShims"),
         .target(name: "LoopRuntime", dependencies: ["CLoopRuntimeShims"]),
+        .target(name: "LoopExecutor", dependencies: ["LoopRuntime"]),
         .executableTarget(
             name: "LoopDemo",
             dependencies: ["LoopRuntime"],
@@ -36,5 +38,6 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(name: "LoopRuntimeTests", dependencies: ["LoopRuntime", "CLoopRuntimeShims"]),
+        .testTarget(name: "LoopExecutorTests", dependencies: ["LoopExecutor", "LoopRuntime"]),
     ]
 )

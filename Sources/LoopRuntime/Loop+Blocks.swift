@@ -86,15 +86,17 @@ extension Loop {
         return timer
     }
 
-    /// The modes in which the queued blocks can run (`.common` blocks count for `.default`), in
-    /// queue order, without repeats. For an orderly shutdown that runs every accepted block.
-    func modesWithQueuedBlocks() -> [Mode] {
+    /// The modes in which queued blocks and executor jobs can run (`.common` counts as
+    /// `.default`), without repeats. For an orderly shutdown that runs every accepted block and job.
+    func modesWithQueuedWork() -> [Mode] {
         lock.withLock {
             var modes: [Mode] = []
-            for block in state.blocks {
-                let mode = block.modes.first { $0 != .common } ?? .default
+            func note(_ targets: [Mode]) {
+                let mode = targets.first { $0 != .common } ?? .default
                 if !modes.contains(mode) { modes.append(mode) }
             }
+            for block in state.blocks { note(block.modes) }
+            for queue in state.jobQueues where queue.hasJobs { note(queue.modes) }
             return modes
         }
     }

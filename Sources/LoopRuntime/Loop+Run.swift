@@ -126,7 +126,8 @@ extension Loop {
         notifyObservers(.beforeTimers, run.mode)  // 1
         notifyObservers(.beforeSources, run.mode)  // 2
         runBlocks(run)  // 3
-        var handled = performSignalledSources(run)  // 4 (and executor jobs, SPEC N1)
+        var handled = performSignalledSources(run)  // 4, then executor jobs (SPEC N1)
+        if !(handled && run.returnAfterSourceHandled) { handled = runExecutorJobs(run) || handled }
         if handled { runBlocks(run) }  // 5
         let poll = handled || run.zeroTimeout || hasBlocks(for: run.mode)  // 6
         if !poll { notifyObservers(.beforeWaiting, run.mode) }  // 7

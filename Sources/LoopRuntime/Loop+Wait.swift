@@ -47,12 +47,13 @@ extension Loop {
         let now = waiter.now()
         let mayBlock: Bool = lock.withLock {
             // SPEC M10: never sleep with work for this mode queued (it may have arrived during
-            // the observers of step 7).
+            // the observers of step 7). Executor queues are told the loop is about to sleep in a
+            // mode they can run in before they are checked (see LoopJobQueue).
             if state.hasBlocks(for: run.mode) || state.hasSignalledSources(in: run.mode) {
                 return false
             }
             let deadline = min(run.deadline, run.mode.timerHeap.wakeDeadline())
-            if deadline <= now { return false }
+            if deadline <= now || announceSleep(in: run.mode) { return false }
             resumeWatching(in: run.mode)
             armLocked(deadline)
             state.sleepingMode = run.mode
@@ -95,7 +96,24 @@ extension Loop {
         lock.withLock {
             state.sleepingMode = nil
             if events.deadlineExpired { state.armedDeadline = LoopState.needsArming }
+            for queue in state.jobQueues where queue.matches(run.mode) {
+                queue.loopSleepsInMyMode.store(false, ordering: .relaxed)
+            }
         }
+    }
+
+    /// Raises the sleep flag of every executor queue that can run in `mode`, then checks them for
+    /// jobs; true if one has jobs (then the loop must not sleep). Lock held.
+    private func announceSleep(in mode: ModeState) -> Bool {
+        var hasJobs = false
+        for queue in state.jobQueues where !queue.isRunning && queue.matches(mode) {
+            queue.loopSleepsInMyMode.store(true, ordering: .sequentiallyConsistent)
+            if queue.hasJobs { hasJobs = true }
+        }
+        if hasJobs {
+            for queue in state.jobQueues { queue.loopSleepsInMyMode.store(false, ordering: .relaxed) }
+        }
+        return hasJobs
     }
 
     /// A non-blocking look at the descriptors, so that descriptor sources are serviced in passes

@@ -188,6 +188,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// the loop's own descriptors. Called on the exiting
     /// thread by the registry's pthread key destructor.
     func tearDown() {
+        // Executors of this loop refuse jobs from now on (their queues close in detachEverything;
+        // the shutdown policy: a trap, never a task suspended forever).
         let (cancels, descriptorSources) = lock.withLock {
             () -> ([(LoopSource, Mode)], [LoopDescriptorSource]) in
             guard !state.isTornDown else { return ([], []) }
@@ -248,6 +250,9 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         state.commonObservers.removeAll()
         state.blocks.removeAll()
         state.signalledSources.removeAll()
+        for queue in state.jobQueues { queue.close() }
+        state.jobQueues.removeAll()
+        state.attachments.removeAll()
         return cancels
     }
 }

@@ -20,8 +20,8 @@ import Synchronization
 /// ```
 ///
 /// **Shutdown policy.** ``shutdown()`` refuses new work (a perform after it throws
-/// ``LoopThreadError/shutDown(thread:)``), stops the loop, runs every block accepted before it —
-/// each in a pass of one of its modes — cancels the delayed performs that have not fired (their
+/// ``LoopThreadError/shutDown(thread:)``), stops the loop, runs every block and executor job
+/// accepted before it — each in a pass of one of its modes — cancels the delayed performs that have not fired (their
 /// timers become invalid, so the caller can see they never ran), and joins the thread. Releasing the
 /// last reference to a running `LoopThread` shuts it down the same way.
 ///
@@ -246,11 +246,12 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         // Its job is done; left in place it would stop the drain's runs at their entry (SPEC R16).
         stopper.invalidate()
 
-        // Orderly end: every block accepted before the shutdown runs, in a pass of one of its modes.
+        // Orderly end: every block and executor job accepted before the shutdown runs, in a pass of
+        // one of its modes.
         // (A block that re-queues itself forever is cut off after 10,000 rounds; what is left then
         // is dropped with the loop at thread exit, SPEC R5.)
         var rounds = 0
-        while case let modes = loop.modesWithQueuedBlocks(), !modes.isEmpty, rounds < 10_000 {
+        while case let modes = loop.modesWithQueuedWork(), !modes.isEmpty, rounds < 10_000 {
             for mode in modes { loop.run(mode, for: .zero) }
             rounds += 1
         }

@@ -51,6 +51,11 @@ final class LoopState {
     /// Descriptor sources with readiness not yet performed.
     @exclusivity(unchecked) var readyDescriptorSources: [LoopDescriptorSource] = []
 
+    /// The executors' job queues (SPEC N1–N4).
+    @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = []
+    /// Objects attached by other modules (the shared executors), by mode list.
+    @exclusivity(unchecked) var attachments: [[Loop.Mode]: AnyObject] = [:]
+
     /// The FIFO of blocks not yet run (SPEC R57).
     @exclusivity(unchecked) var blocks: [QueuedBlock] = []
     /// Sources signalled since the loop last looked, possibly several times or already performed
@@ -106,9 +111,15 @@ final class LoopState {
         }
     }
 
-    /// R10: nothing can ever wake `mode` (observers do not count, SPEC R30).
+    /// True if an executor with queued jobs may run in `mode` (SPEC N4). Takes the queues' locks.
+    func hasJobs(for mode: ModeState) -> Bool {
+        jobQueues.contains { !$0.isRunning && $0.matches(mode) && $0.hasJobs }
+    }
+
+    /// R10: nothing can ever wake `mode` (observers do not count, SPEC R30; queued executor jobs
+    /// do, SPEC N4).
     func isEmpty(_ mode: ModeState) -> Bool {
-        mode.hasNoSourcesOrTimers && !hasBlocks(for: mode)
+        mode.hasNoSourcesOrTimers && !hasBlocks(for: mode) && !hasJobs(for: mode)
     }
 
     /// The mode most recently looked up by name, so that repeated run calls in one mode skip

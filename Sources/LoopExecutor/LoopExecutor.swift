@@ -1,0 +1,159 @@
+@_spi(LoopExecutorSupport) import LoopRuntime
+
+/// A loop seen as a Swift concurrency executor: pin actors to a loop's thread, run their jobs
+/// inside the loop's passes and modes.
+///
+/// A `LoopExecutor` is a `SerialExecutor` (an actor whose `unownedExecutor` is this executor runs
+/// on the loop's thread) and a `TaskExecutor` (`withTaskExecutorPreference(executor)` runs
+/// nonisolated async code on the loop's thread). Its jobs run in step 4 of a pass whose mode is one
+/// of the executor's ``modes`` — by default ``Loop/Mode/common`` — in enqueue order (SPEC N1). One
+/// pass runs the jobs that were queued when the step began; jobs they enqueue run in the next pass,
+/// so timers, observers and sources are never starved (N2). Running jobs counts as handling a
+/// source (SPEC R15). A nested run started inside a job never runs jobs of the same executor, which
+/// would break the actor's exclusivity (N3). An executor with queued jobs keeps its modes alive
+/// (N4).
+///
+/// **Mode-aware actors.** An actor pinned with `modes: [.default]` does not run while the loop runs
+/// another mode (a tracking mode, a modal run) and resumes when it returns — exactly like a
+/// default-mode timer.
+///
+/// **Isolation checks.** ``checkIsolated()`` and ``isIsolatingCurrentContext()`` answer from thread
+/// identity, so `MyActor.assumeIsolated { … }` works inside timer, source, port and observer
+/// callouts of the loop.
+///
+/// **Shutdown policy.** Stopping a ``LoopThread`` runs every job enqueued before the stop. Enqueueing
+/// on an executor whose loop's thread has ended is a programmer error that traps with a message
+/// naming the loop: the job could never run and its task would stay suspended forever.
+///
+/// Get executors with ``LoopRuntime/Loop/executor`` or ``LoopRuntime/Loop/executor(modes:)``
+/// (shared: actors on the same loop and modes then switch without a hop), or
+/// ``LoopRuntime/LoopThread/executor``.
+///
+/// - Important: Safe from any thread. Jobs run on the loop's thread.
+public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable, CustomStringConvertible {
+    // Thread-safety: `loop` and `queue` are immutable after init; the queue synchronizes itself.
+
+    /// The loop whose thread runs the jobs.
+    public let loop: Loop
+    private var queue: LoopJobQueue!
+
+    /// Creates an executor of its own on `loop`. Prefer ``LoopRuntime/Loop/executor(modes:)``,
+    /// which shares one executor per loop and mode list.
+    ///
+    /// The executor stays registered with its loop (and alive) until the loop's thread ends.
+    ///
+    /// - Parameters:
+    ///   - loop: The loop whose thread runs the jobs.
+    ///   - modes: The modes in which jobs run; must not be empty. Defaults to ``Loop/Mode/common``.
+    public init(loop: Loop, modes: [Loop.Mode] = [.common]) {
+        self.loop = loop
+        // The queue keeps the executor alive (a job must never find its executor gone) until the
+        // loop's thread ends and the queue closes.
+        queue = LoopJobQueue(loop: loop, modes: modes) { [self] job in
+            job.runSynchronously(
+                isolatedTo: self.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor())
+        }
+    }
+
+    /// The modes in which the jobs run.
+    public var modes: [Loop.Mode] { queue.modes }
+
+    /// The number of jobs waiting to run.
+    ///
+    /// - Important: Safe from any thread.
+    public var pendingJobCount: Int { queue.count }
+
+    /// `LoopExecutor(<loop>, modes: […])`.
+    public var description: String { "LoopExecutor(\(loop), modes: \(modes.map(\.rawValue)))" }
+
+    /// Queues a job to run on the loop's thread (SPEC N1).
+    ///
+    /// Allocation-free in the steady state; wakes the loop only if it sleeps in one of the
+    /// executor's modes and the queue was empty.
+    ///
+    /// - Precondition: the loop's thread has not ended (see the shutdown policy).
+    /// - Important: Safe from any thread.
+    public func enqueue(_ job: consuming ExecutorJob) {
+        queue.enqueue(UnownedJob(job))
+    }
+
+    /// This executor as an unowned serial executor.
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    /// This executor as an unowned task executor.
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    /// Traps unless called on the loop's thread.
+    ///
+    /// - Important: Safe from any thread.
+    public func checkIsolated() {
+        precondition(
+            loop.isCurrentThread,
+            "LoopExecutor: expected to be on the thread of the \(loop), but this is another thread. Code isolated to an actor pinned to this loop must run on the loop's thread (in a job, or in a callout of the loop)."
+        )
+    }
+
+    /// True on the loop's thread: actor-isolated code of this executor may run there (in its jobs
+    /// and in the loop's callouts).
+    ///
+    /// - Important: Safe from any thread.
+    public func isIsolatingCurrentContext() -> Bool? {
+        loop.isCurrentThread
+    }
+}
+
+extension Loop {
+    /// The loop's shared executor for the common modes.
+    ///
+    /// Every call returns the same executor, so actors pinned to it switch between each other
+    /// without a hop.
+    ///
+    /// - Important: Safe from any thread.
+    public var executor: LoopExecutor { executor(modes: [.common]) }
+
+    /// The loop's shared executor for `modes` (one per loop and mode list).
+    ///
+    /// - Parameter modes: The modes in which the jobs run; must not be empty.
+    /// - Important: Safe from any thread.
+    public func executor(modes: [Mode]) -> LoopExecutor {
+        attachment(for: modes) { LoopExecutor(loop: self, modes: modes) }
+    }
+}
+
+extension LoopThread {
+    /// The thread's loop's shared executor for the common modes: pin actors to this thread with it.
+    ///
+    /// - Important: Safe from any thread.
+    public var executor: LoopExecutor { loop.executor }
+}
+
+/// An actor pinned to a loop's thread: provide ``loopExecutor`` and its jobs run on that loop.
+///
+/// ```swift
+/// actor Database: LoopActor {
+///     nonisolated let loopExecutor: LoopExecutor
+///     private let connection: OpaquePointer   // a thread-affine C handle
+///
+///     init(thread: LoopThread) {
+///         loopExecutor = thread.executor
+///         connection = open_connection()
+///     }
+/// }
+/// ```
+///
+/// - Important: The executor must stay the same for the life of the actor.
+public protocol LoopActor: Actor {
+    /// The executor the actor's jobs run on.
+    nonisolated var loopExecutor: LoopExecutor { get }
+}
+
+extension LoopActor {
+    /// The actor's executor: ``loopExecutor``.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor {
+        loopExecutor.asUnownedSerialExecutor()
+    }
+}

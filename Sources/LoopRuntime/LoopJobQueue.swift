@@ -1,0 +1,165 @@
+import Synchronization
+
+/// The queue through which an executor hands its jobs to a loop (SPEC N1–N4). Support for the
+/// `LoopExecutor` module; not meant to be used directly.
+///
+/// Jobs are plain `UnownedJob` pointers in a reusable buffer: no allocation per job in the steady
+/// state. The loop runs them in step 4 of a pass whose mode is one of the queue's modes, in enqueue
+/// order; one pass runs the jobs queued when the step began (N2); a nested run started by a job
+/// does not run this queue (N3); a queue with jobs keeps its modes alive (N4).
+///
+/// Wake-ups: before the loop blocks in a mode the queue can run in, it raises the queue's
+/// `loopSleepsInMyMode` flag and then checks the queue. An enqueue appends and then reads the flag;
+/// only an enqueue into an empty queue of a loop sleeping in one of the queue's modes notifies the
+/// loop (at most one eventfd write per idle→busy transition, SPEC M2). An enqueue while the loop
+/// is awake costs a lock, an append and one atomic load.
+///
+/// - Important: Safe from any thread.
+@_spi(LoopExecutorSupport)
+public final class LoopJobQueue: @unchecked Sendable {
+    // Thread-safety: `loop` and `modes` are immutable; `pending`, `spare`, `isClosed` are guarded
+    // by `lock`; `runJob` is read on the loop's thread and cleared under `lock` at close, after
+    // which the loop never runs the queue; `isRunning` is touched only on the loop's thread; `loopSleepsInMyMode` is
+    // an atomic written by the loop under its own lock.
+
+    /// The loop the jobs run on.
+    public let loop: Loop
+    /// The modes in which the jobs may run (``Loop/Mode/common``: every common mode).
+    public let modes: [Loop.Mode]
+    /// Cleared when the queue closes, which breaks the executor ↔ queue reference cycle.
+    @exclusivity(unchecked) private var runJob: (@Sendable (UnownedJob) -> Void)?
+    private let lock = LoopLock()
+    @exclusivity(unchecked) private var pending: [UnownedJob] = []
+    @exclusivity(unchecked) private var spare: [UnownedJob] = []
+    @exclusivity(unchecked) private var isClosed = false
+    /// The queue's batch is running (SPEC N3). Loop thread only.
+    @exclusivity(unchecked) var isRunning = false
+    let loopSleepsInMyMode = Atomic<Bool>(false)
+
+    /// Creates a queue on `loop` for `modes` and registers it with the loop.
+    ///
+    /// - Parameters:
+    ///   - loop: The loop that will run the jobs.
+    ///   - modes: The modes the jobs may run in; must not be empty.
+    ///   - runJob: Runs one job; called on the loop's thread.
+    public init(loop: Loop, modes: [Loop.Mode], runJob: @escaping @Sendable (UnownedJob) -> Void) {
+        precondition(!modes.isEmpty, "LoopExecutor: the mode list must not be empty (on the \(loop)).")
+        self.loop = loop
+        self.modes = modes
+        self.runJob = runJob
+        pending.reserveCapacity(64)
+        spare.reserveCapacity(64)
+        loop.register(self)
+    }
+
+    /// Queues `job`. Traps if the loop's thread has ended: the job could never run, and its task
+    /// would stay suspended forever (see the executor's shutdown policy).
+    public func enqueue(_ job: UnownedJob) {
+        let wasEmpty: Bool = lock.withLock {
+            if isClosed {
+                fatalError(
+                    "LoopExecutor: a job was enqueued on the \(loop), whose thread has ended. Nothing would ever run it and its task would stay suspended forever. Shut a LoopThread down only after the actors and tasks that use its executor are done (the shutdown runs every job enqueued before it)."
+                )
+            }
+            pending.append(job)
+            return pending.count == 1
+        }
+        if wasEmpty && loopSleepsInMyMode.load(ordering: .sequentiallyConsistent) {
+            loop.notifyLoop()
+        }
+    }
+
+    /// The number of jobs waiting.
+    public var count: Int { lock.withLock { pending.count } }
+
+    var hasJobs: Bool { lock.withLock { !pending.isEmpty } }
+
+    /// True if the jobs may run in `mode`.
+    @inline(__always)
+    func matches(_ mode: ModeState) -> Bool {
+        for target in modes where target == mode.mode || (mode.isCommon && target == .common) {
+            return true
+        }
+        return false
+    }
+
+    /// Step 4: runs the jobs queued now, in order (SPEC N1, N2). Returns true if any ran.
+    func runBatch() -> Bool {
+        var batch: [UnownedJob] = lock.withLock {
+            guard !pending.isEmpty, !isClosed else { return [] }
+            let batch = pending
+            pending = spare
+            spare = []
+            return batch
+        }
+        guard !batch.isEmpty else { return false }
+        isRunning = true
+        let runJob = self.runJob!
+        for job in batch {
+            runJob(job)
+        }
+        isRunning = false
+        batch.removeAll(keepingCapacity: true)
+        lock.withLock {
+            if spare.capacity < batch.capacity { spare = batch }
+        }
+        return true
+    }
+
+    /// The loop's thread ended: refuse further jobs.
+    func close() {
+        lock.withLock {
+            isClosed = true
+            runJob = nil
+        }
+    }
+}
+
+extension Loop {
+    /// Registers a job queue (called by its initializer). Lock order: loop lock, then queue lock.
+    func register(_ queue: LoopJobQueue) {
+        let closed = lock.withLock { () -> Bool in
+            guard !state.isTornDown else { return true }
+            state.jobQueues.append(queue)
+            // A loop already asleep in one of the queue's modes must hear of its first job.
+            if let sleeping = state.sleepingMode, queue.matches(sleeping) {
+                queue.loopSleepsInMyMode.store(true, ordering: .sequentiallyConsistent)
+            }
+            for mode in queue.modes where mode != .common {
+                _ = state.modeState(mode)  // SPEC R4
+            }
+            return false
+        }
+        if closed { queue.close() }
+    }
+
+    /// Step 4, second half: run the executor jobs of the mode (SPEC N1–N3).
+    func runExecutorJobs(_ run: RunContext) -> Bool {
+        let queues = lock.withLock { state.jobQueues }
+        guard !queues.isEmpty else { return false }
+        var handled = false
+        for queue in queues where !queue.isRunning && queue.matches(run.mode) {
+            if queue.runBatch() { handled = true }
+        }
+        return handled
+    }
+}
+
+extension Loop {
+    /// An object attached to this loop under `key`, made by `make` the first time. Support for the
+    /// `LoopExecutor` module (one shared executor per loop and mode list, so that actors pinned to
+    /// the same loop do not hop between them). Attachments are dropped at thread-exit teardown.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func attachment<Object: AnyObject & Sendable>(for key: [Mode], make: () -> Object) -> Object {
+        // `make` runs outside the lock (it may register a job queue, which takes it).
+        if let existing = lock.withLock({ state.attachments[key] }) as? Object { return existing }
+        let made = make()
+        return lock.withLock {
+            if let existing = state.attachments[key] as? Object { return existing }
+            if !state.isTornDown { state.attachments[key] = made }
+            return made
+        }
+    }
+}
