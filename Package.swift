@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "ResidentThread", targets: ["ResidentThread"]),
         .executable(name: "BackgroundTimer", targets: ["BackgroundTimer"]),
         .executable(name: "DelayedPerform", targets: ["DelayedPerform"]),
+        .executable(name: "ThreadAffineActor", targets: ["ThreadAffineActor"]),
         .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
     ],
     targets: [
@@ -28,12 +29,15 @@ let package = Package(
             name: "BackgroundTimer", dependencies: ["LoopRuntime"], path: "Examples/BackgroundTimer"),
         .executableTarget(
             name: "DelayedPerform", dependencies: ["LoopRuntime"], path: "Examples/DelayedPerform"),
+        .executableTarget(
+            name: "ThreadAffineActor", dependencies: ["LoopRuntime", "LoopExecutor"],
+            path: "Examples/ThreadAffineActor"),
         // Allocation counting (malloc interposed in the benchmark executable only), thread CPU usage.
         .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
         // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.
         .executableTarget(
             name: "LoopBenchmarks",
-            dependencies: ["LoopRuntime", "CLoopRuntimeShims", "CBenchmarkSupport"],
+            dependencies: ["LoopRuntime", "LoopExecutor", "CLoopRuntimeShims", "CBenchmarkSupport"],
             path: "Benchmarks/LoopBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),

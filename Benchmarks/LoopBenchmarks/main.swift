@@ -8,6 +8,7 @@ import Foundation
 
 let scenarios: [(name: String, run: (Scale) -> Void)] = [
     ("wake", WakePingPong.run),
+    ("actor", ActorRoundTrip.run),
     ("empty-pass", EmptyPass.run),
     ("timers", TimerThroughput.run),
     ("idle", Idle.run),

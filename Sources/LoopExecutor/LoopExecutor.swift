@@ -50,8 +50,13 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         // The queue keeps the executor alive (a job must never find its executor gone) until the
         // loop's thread ends and the queue closes.
         queue = LoopJobQueue(loop: loop, modes: modes) { [self] job in
-            job.runSynchronously(
-                isolatedTo: self.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor())
+            // Run as the serial executor only. Naming this executor as the task executor too would
+            // make every actor-to-actor call on this loop look like a change of task executor to
+            // the runtime (the tasks prefer none), which then enqueues instead of switching
+            // inline. Jobs that arrive through a task-executor preference run fine this way: they
+            // are on the loop's thread, and the runtime sends their next nonisolated step here
+            // again.
+            job.runSynchronously(on: self.asUnownedSerialExecutor())
         }
     }
 

@@ -1,0 +1,175 @@
+import CBenchmarkSupport
+import Dispatch
+import Foundation
+@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopExecutor
+
+/// Scenarios 3 and 4, and the executor's enqueue cost.
+enum ActorRoundTrip {
+    static func run(_ scale: Scale) {
+        let roundTrips = scale.pick(100_000, quick: 2_000)
+        let floor = sample(scale) { nanosecondsPerOperation(roundTrips) { RawPingPong.run(roundTrips) } }
+        Report.add(ResultLine(
+            scenario: "actor", metric: "raw eventfd+epoll ping-pong (the floor)", unit: "ns/rt",
+            ours: floor, comparisonName: nil, comparison: nil, higherIsBetter: false))
+
+        let thread = try! LoopThread(name: "bench-actor")
+        let pinned = Counter(executor: thread.executor)
+        let onLoop = sample(scale) {
+            nanosecondsPerOperation(roundTrips) { blockingRoundTrips(pinned, roundTrips) }
+        }
+        Report.add(ResultLine(
+            scenario: "actor", metric: "global task → loop-pinned actor → back", unit: "ns/rt",
+            ours: onLoop, comparisonName: "floor", comparison: floor, higherIsBetter: false))
+        let plain = DefaultCounter()
+        let defaultActor = sample(scale) {
+            nanosecondsPerOperation(roundTrips) { blockingRoundTrips(plain, roundTrips) }
+        }
+        Report.add(ResultLine(
+            scenario: "actor", metric: "global task → loop-pinned actor → back", unit: "ns/rt",
+            ours: onLoop, comparisonName: "default actor", comparison: defaultActor, higherIsBetter: false))
+
+        // Throughput: 4 tasks × N awaits on one loop-pinned actor.
+        let perTask = scale.pick(100_000, quick: 2_000)
+        let throughput = sample(scale) {
+            1e9 / nanosecondsPerOperation(4 * perTask) { blockingParallelCalls(pinned, tasks: 4, perTask: perTask) }
+        }
+        let defaultThroughput = sample(scale) {
+            1e9 / nanosecondsPerOperation(4 * perTask) { blockingParallelCalls(plain, tasks: 4, perTask: perTask) }
+        }
+        Report.add(ResultLine(
+            scenario: "actor", metric: "4 tasks × \(perTask) awaits on one actor", unit: "calls/s",
+            ours: throughput, comparisonName: "default actor", comparison: defaultThroughput, higherIsBetter: true))
+
+        // Actor → actor on the same loop: no hop.
+        let calls = scale.pick(1_000_000, quick: 10_000)
+        let caller = Caller(executor: thread.executor, callee: pinned)
+        let sameLoop = sample(scale) {
+            nanosecondsPerOperation(calls) { blocking { await caller.callMany(calls) } }
+        }
+        let plainCaller = DefaultCaller(callee: plain)
+        let sameDefault = sample(scale) {
+            nanosecondsPerOperation(calls) { blocking { await plainCaller.callMany(calls) } }
+        }
+        Report.add(ResultLine(
+            scenario: "actor", metric: "actor → actor call, same loop", unit: "ns",
+            ours: sameLoop, comparisonName: "default actor → default actor", comparison: sameDefault,
+            higherIsBetter: false))
+        thread.shutdown()
+
+        enqueueCost(scale)
+    }
+
+    /// The cost of `LoopJobQueue.enqueue` while the loop is awake, and its allocations.
+    static func enqueueCost(_ scale: Scale) {
+        let loop = Loop.current
+        loop.add(LoopSource {}, forMode: .default)
+        // Placeholder jobs that are never run: the queue's runner ignores them.
+        let queue = LoopJobQueue(loop: loop, modes: [.common]) { _ in }
+        let fake = unsafeBitCast(UnsafeRawPointer(bitPattern: 0x1000)!, to: UnownedJob.self)
+        let batch = 1_000
+        let batches = scale.pick(1_000, quick: 20)
+        var spent = 0.0
+        for _ in 0..<3 {  // warm-up: buffers reach their size
+            for _ in 0..<batch { queue.enqueue(fake) }
+            loop.run(.default, for: .zero)
+        }
+        let allocationsBefore = cmalloc_counter_allocations()
+        for _ in 0..<batches {
+            spent += nanosecondsPerOperation(batch) { for _ in 0..<batch { queue.enqueue(fake) } }
+            loop.run(.default, for: .zero)
+        }
+        let allocations = Double(cmalloc_counter_allocations() - allocationsBefore) / Double(batch * batches)
+        Report.add(ResultLine(
+            scenario: "actor", metric: "executor enqueue while the loop is awake", unit: "ns",
+            ours: Stats([spent / Double(batches)]), comparisonName: nil, comparison: nil, higherIsBetter: false))
+        Report.add(ResultLine(
+            scenario: "actor", metric: "allocations per enqueued job (steady state)", unit: "allocs",
+            ours: Stats([allocations]), comparisonName: nil, comparison: nil, higherIsBetter: false))
+    }
+}
+
+protocol Incrementing: Actor {
+    func increment(_ value: Int) -> Int
+}
+
+actor Counter: LoopActor, Incrementing {
+    nonisolated let loopExecutor: LoopExecutor
+    private var total = 0
+    init(executor: LoopExecutor) { loopExecutor = executor }
+    func increment(_ value: Int) -> Int {
+        total &+= value
+        return total
+    }
+}
+
+actor DefaultCounter: Incrementing {
+    private var total = 0
+    func increment(_ value: Int) -> Int {
+        total &+= value
+        return total
+    }
+}
+
+actor Caller: LoopActor {
+    nonisolated let loopExecutor: LoopExecutor
+    let callee: Counter
+    init(executor: LoopExecutor, callee: Counter) {
+        loopExecutor = executor
+        self.callee = callee
+    }
+    func callMany(_ count: Int) async {
+        var checksum = 0
+        for index in 0..<count { checksum &+= await callee.increment(index) }
+        precondition(checksum != 42)
+    }
+}
+
+actor DefaultCaller {
+    let callee: DefaultCounter
+    init(callee: DefaultCounter) { self.callee = callee }
+    func callMany(_ count: Int) async {
+        var checksum = 0
+        for index in 0..<count { checksum &+= await callee.increment(index) }
+        precondition(checksum != 42)
+    }
+}
+
+/// Round trips from a task on the global pool. Between awaits the caller does real work on its
+/// own executor (a hash step over the result), so the hop back to the pool really happens.
+func blockingRoundTrips(_ actor: some Incrementing, _ count: Int) {
+    blocking {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for index in 0..<count {
+            let value = await actor.increment(index)
+            state = (state ^ UInt64(truncatingIfNeeded: value)) &* 0x100_0000_01B3
+        }
+        precondition(state != 0)
+    }
+}
+
+func blockingParallelCalls(_ actor: some Incrementing, tasks: Int, perTask: Int) {
+    blocking {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<tasks {
+                group.addTask {
+                    var state: UInt64 = 1
+                    for index in 0..<perTask {
+                        state = state &* 31 &+ UInt64(truncatingIfNeeded: await actor.increment(index))
+                    }
+                    precondition(state != 0)
+                }
+            }
+        }
+    }
+}
+
+/// Runs `body` in a detached task and waits for it (benchmarks are synchronous).
+func blocking(_ body: @escaping @Sendable () async -> Void) {
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        await body()
+        done.signal()
+    }
+    done.wait()
+}
