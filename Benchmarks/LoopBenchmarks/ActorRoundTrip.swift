@@ -63,7 +63,9 @@ enum ActorRoundTrip {
     /// The cost of `LoopJobQueue.enqueue` while the loop is awake, and its allocations.
     static func enqueueCost(_ scale: Scale) {
         let loop = Loop.current
-        loop.add(LoopSource {}, forMode: .default)
+        let keepAlive = LoopSource {}
+        loop.add(keepAlive, forMode: .default)
+        defer { keepAlive.invalidate() }
         // Placeholder jobs that are never run: the queue's runner ignores them.
         let queue = LoopJobQueue(loop: loop, modes: [.common]) { _ in }
         let fake = unsafeBitCast(UnsafeRawPointer(bitPattern: 0x1000)!, to: UnownedJob.self)

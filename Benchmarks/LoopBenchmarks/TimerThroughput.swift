@@ -19,7 +19,7 @@ enum TimerThroughput {
                 for offset in offsets {
                     loop.add(LoopTimer(fireAt: base + .nanoseconds(offset)) { _ in fired.value += 1 }, forMode: .default)
                 }
-                while loop.run(.default, for: .seconds(10)) != .finished {}
+                while fired.value < count { loop.run(.default, for: .seconds(10)) }
             }
             precondition(fired.value == count, "LoopRuntime fired \(fired.value) of \(count) timers")
             return 1e9 / elapsed

@@ -14,6 +14,7 @@ let scenarios: [(name: String, run: (Scale) -> Void)] = [
     ("idle", Idle.run),
 ]
 
+setvbuf(stdout, nil, _IOLBF, 0)  // line by line, so that CI logs show progress
 var arguments = Array(CommandLine.arguments.dropFirst())
 let quick = arguments.contains("--quick")
 Report.json = arguments.contains("--json")

@@ -36,7 +36,10 @@ extension Loop {
     /// Step 8 of a pass: wait for work, a deadline, a ready descriptor or a wake-up — or, when
     /// polling, only look at the descriptors of the mode without blocking.
     func waitForWork(_ run: RunContext, poll: Bool) {
+        // Taken out of the scratch (not copied), so that the buffer stays uniquely referenced and
+        // resetting it keeps its capacity without allocating.
         var events = scratch.waitEvents
+        scratch.waitEvents = WaitEvents()
         events.reset()
         defer { scratch.waitEvents = events }
         if poll {
