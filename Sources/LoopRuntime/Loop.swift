@@ -253,6 +253,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         for queue in state.jobQueues { queue.close() }
         state.jobQueues.removeAll()
         state.attachments.removeAll()
+        state.driver = nil
         return cancels
     }
 }

@@ -8,7 +8,8 @@ import Synchronization
 /// literature, serving work sent from other threads (SPEC K).
 ///
 /// The thread's loop is kept alive by the thread's own port (an idle ``LoopPort`` in the common
-/// modes), and runs ``Loop/Mode/default`` until ``shutdown()``. Send it work with
+/// modes), and its ``driver`` runs it in ``Loop/Mode/default`` — or the mode it is switched to —
+/// until ``shutdown()``. Send it work with
 /// ``perform(inModes:waitUntilDone:_:)`` (SPEC R76) and ``perform(after:inModes:_:)`` (SPEC R75),
 /// or add timers, sources and ports to ``loop`` from any thread.
 ///
@@ -34,6 +35,9 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     public let name: String
     /// The thread's loop. Add items to it from any thread; run it only from the thread.
     public let loop: Loop
+    /// The driver that runs the loop: switch the thread's mode with it (or, with the
+    /// `LoopExecutor` module, with `await loop.switchMode(to:)`).
+    public let driver: LoopDriver
     private let core: Core
     private let thread: PlatformThread
 
@@ -43,6 +47,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         struct State {
             var phase = Phase.starting
             var loop: Loop?
+            var driver: LoopDriver?
             var startError: LoopSystemError?
             var delayed: [ObjectIdentifier: LoopTimer] = [:]
             /// Someone has taken on joining (or detaching) the thread.
@@ -83,13 +88,14 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             throw error
         }
         core.started.wait()
-        let (loop, error) = core.state.withLock { ($0.loop, $0.startError) }
+        let (loop, driver, error) = core.state.withLock { ($0.loop, $0.driver, $0.startError) }
         if let error {
             _ = core.claimJoin()
             thread.join()
             throw error
         }
         self.loop = loop!
+        self.driver = driver!
     }
 
     deinit {
@@ -210,7 +216,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             $0.phase = .shuttingDown
             return true
         }
-        if first { loop.stop() }
+        if first { driver.stop() }
         return first
     }
 
@@ -228,23 +234,16 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             core.started.signal()
             return
         }
-        // A stop requested between two run calls would be forgotten (SPEC R66); this observer
-        // repeats it at the next entry or wait of any common mode.
-        let stopper = LoopObserver(activities: [.entry, .beforeWaiting], order: .max) { _, _ in
-            if core.isShuttingDown { Loop.current.stop() }
-        }
-        loop.add(stopper, forMode: .common)
+        let driver = LoopDriver(loop: loop)
         core.state.withLock {
             $0.loop = loop
+            $0.driver = driver
             $0.phase = .running
         }
         core.started.signal()
 
-        while !core.isShuttingDown {
-            loop.run()
-        }
-        // Its job is done; left in place it would stop the drain's runs at their entry (SPEC R16).
-        stopper.invalidate()
+        driver.run()
+        driver.removeKeepAlive()
 
         // Orderly end: every block and executor job accepted before the shutdown runs, in a pass of
         // one of its modes.

@@ -53,6 +53,8 @@ final class LoopState {
 
     /// The executors' job queues (SPEC N1–N4).
     @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = []
+    /// The driver running the loop, if any.
+    @exclusivity(unchecked) var driver: LoopDriver? = nil
     /// Objects attached by other modules (the shared executors), by mode list.
     @exclusivity(unchecked) var attachments: [[Loop.Mode]: AnyObject] = [:]
 

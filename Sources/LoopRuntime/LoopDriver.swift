@@ -1,0 +1,167 @@
+/// Drives a loop the way a resident thread does: runs it until stopped, and leaves and re-enters
+/// it in another mode when asked — the "immediate switch" of the run-loop literature, usable from
+/// any thread (and, with the `LoopExecutor` module, from async code).
+///
+/// A ``LoopThread`` drives its loop with one. Use one directly when your own thread owns a loop:
+///
+/// ```swift
+/// let driver = LoopDriver(loop: .current)
+/// // elsewhere: driver.switchMode(to: "tracking") { print("now tracking") }
+/// driver.run()            // returns after driver.stop()
+/// ```
+///
+/// The driver keeps the mode it runs alive (a never-signalled source it adds to each mode it
+/// enters), so an empty mode does not end the drive. A switch stops the current run call (the
+/// innermost one, SPEC R66) and the driver re-enters in the new mode; items of the old mode freeze,
+/// items of both keep running, common items follow (SPEC R34, R63).
+///
+/// - Important: Safe from any thread, except ``run()``, which must be called on the loop's thread.
+public final class LoopDriver: Sendable {
+    /// The driven loop.
+    public let loop: Loop
+
+    private struct State {
+        var mode: Loop.Mode
+        var stopRequested = false
+        var isDriving = false
+        /// Callbacks waiting for the loop to enter a mode.
+        var entered: [(mode: Loop.Mode, callback: @Sendable () -> Void)] = []
+        var keptAlive: Set<Loop.Mode> = []
+        /// The run depth of the driver's own run calls (nested runs are left alone).
+        var depth = 0
+    }
+
+    private let state: Locked<State>
+    private let keepAlive = LoopSource {}
+    private let guardian: LoopObserver
+
+    /// A driver for `loop`, starting in `mode`.
+    ///
+    /// - Important: Safe from any thread.
+    public init(loop: Loop, mode: Loop.Mode = .default) {
+        precondition(mode != .common, "LoopDriver: .common cannot be run (SPEC R9); pick a concrete mode.")
+        self.loop = loop
+        let state = Locked(State(mode: mode))
+        self.state = state
+        // Catches a switch or stop that arrived while no run call was in progress (a stop is then
+        // forgotten, SPEC R66): at the next entry or wait of a driven mode, it stops the run.
+        guardian = LoopObserver(activities: [.entry, .beforeWaiting], order: .max) { _, _ in
+            let (wanted, stop, depth) = state.withLock { ($0.mode, $0.stopRequested, $0.depth) }
+            guard loop.runDepth == depth else { return }  // a nested run: not the driver's
+            if stop || loop.currentMode != wanted { loop.stop() }
+        }
+    }
+
+    /// The mode the driver runs, or is about to run after a switch.
+    ///
+    /// - Important: Safe from any thread.
+    public var mode: Loop.Mode { state.withLock { $0.mode } }
+
+    /// True while ``run()`` is in progress.
+    ///
+    /// - Important: Safe from any thread.
+    public var isDriving: Bool { state.withLock { $0.isDriving } }
+
+    /// Runs the loop until ``stop()``: one run call after another, in ``mode``, re-entering in the
+    /// new mode after each ``switchMode(to:entered:)``.
+    ///
+    /// - Important: Call on the loop's thread.
+    public func run() {
+        loop.preconditionOnLoopThread("LoopDriver.run()")
+        // A stop requested before `run()` even started counts: it returns at once.
+        state.withLock { $0.isDriving = true }
+        loop.registerDriver(self)
+        defer {
+            loop.unregisterDriver(self)
+            state.withLock {
+                $0.isDriving = false
+                $0.stopRequested = false  // the driver can be run again
+            }
+        }
+        while true {
+            let (mode, stop, mustKeepAlive) = state.withLock { state in
+                (state.mode, state.stopRequested, state.keptAlive.insert(state.mode).inserted)
+            }
+            if stop { return }
+            if mustKeepAlive {
+                loop.add(keepAlive, forMode: mode)
+                loop.add(guardian, forMode: mode)
+            }
+            // Report the entry from inside the new run: a block of that mode runs in its first pass.
+            serveEntered(mode)
+            state.withLock { $0.depth = loop.runDepth + 1 }
+            loop.run(mode)
+        }
+    }
+
+    /// Leaves the current mode and re-enters the loop in `mode`; `entered` is called on the loop's
+    /// thread from the first pass in the new mode (at once if the loop already runs it).
+    ///
+    /// - Important: Safe from any thread.
+    public func switchMode(to mode: Loop.Mode, entered: (@Sendable () -> Void)? = nil) {
+        precondition(mode != .common, "LoopDriver.switchMode(to:): .common cannot be run (SPEC R9).")
+        let changed = state.withLock { state in
+            if let entered { state.entered.append((mode, entered)) }
+            let changed = state.mode != mode
+            state.mode = mode
+            return changed
+        }
+        if changed {
+            loop.stop()
+            loop.wakeUp()
+        } else if entered != nil {
+            serveEntered(mode)  // already in that mode
+        }
+    }
+
+    /// Queues a block of `mode` that calls the callbacks waiting for `mode`: it runs in the first
+    /// pass of that mode.
+    private func serveEntered(_ mode: Loop.Mode) {
+        loop.perform(inModes: [mode]) { [state] in
+            let ready: [@Sendable () -> Void] = state.withLock { state in
+                let matching = state.entered.filter { $0.mode == mode }.map(\.callback)
+                state.entered.removeAll { $0.mode == mode }
+                return matching
+            }
+            for callback in ready { callback() }
+        }
+    }
+
+    /// Ends ``run()`` after the current pass (or at once when it starts, if it has not yet).
+    ///
+    /// - Important: Safe from any thread.
+    public func stop() {
+        state.withLock { $0.stopRequested = true }
+        loop.stop()
+        loop.wakeUp()
+    }
+
+    /// Removes the driver's keep-alive items from the loop (after ``run()`` returned).
+    func removeKeepAlive() {
+        keepAlive.invalidate()
+        guardian.invalidate()
+    }
+}
+
+extension Loop {
+    /// The number of run calls in progress (nested runs count). Safe from any thread.
+    var runDepth: Int { lock.withLock { state.runLevels.count } }
+
+    /// The driver running this loop, if any (see ``LoopDriver``).
+    ///
+    /// - Important: Safe from any thread.
+    public var driver: LoopDriver? { lock.withLock { state.driver } }
+
+    func registerDriver(_ driver: LoopDriver) {
+        lock.withLock {
+            precondition(
+                state.driver == nil || state.driver === driver,
+                "LoopDriver.run(): the \(self) is already driven by another LoopDriver.")
+            state.driver = driver
+        }
+    }
+
+    func unregisterDriver(_ driver: LoopDriver) {
+        lock.withLock { if state.driver === driver { state.driver = nil } }
+    }
+}
