@@ -76,6 +76,17 @@ extension Loop {
         }
     }
 
+    /// The number of timers in `mode` (for ``Mode/common``: the number of common timers). A timer
+    /// whose handler is running counts.
+    ///
+    /// - Important: Safe from any thread.
+    public func timerCount(in mode: Mode) -> Int {
+        lock.withLock {
+            if mode == .common { return state.commonTimers.count }
+            return state.modes[mode]?.timerCount ?? 0
+        }
+    }
+
     // MARK: - Internals
 
     /// Binds `timer` to this loop on first add and gives it its sequence number; traps if it

@@ -190,17 +190,22 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     func tearDown() {
         // Executors of this loop refuse jobs from now on (their queues close in detachEverything;
         // the shutdown policy: a trap, never a task suspended forever).
-        let (cancels, descriptorSources) = lock.withLock {
-            () -> ([(LoopSource, Mode)], [LoopDescriptorSource]) in
-            guard !state.isTornDown else { return ([], []) }
+        let (cancels, descriptorSources, handlers) = lock.withLock {
+            () -> ([(LoopSource, Mode)], [LoopDescriptorSource], [@Sendable () -> Void]) in
+            guard !state.isTornDown else { return ([], [], []) }
             let descriptorSources = Array(state.descriptorSources.values)
-            return (detachEverything(), descriptorSources)
+            let handlers = state.teardownHandlers.sorted { $0.key < $1.key }.map(\.value)
+            state.teardownHandlers.removeAll()
+            return (detachEverything(), descriptorSources, handlers)
         }
         for (source, mode) in cancels {
             source.cancelHandler?(self, mode)
         }
         for source in descriptorSources {
             source.onTeardown?()
+        }
+        for handler in handlers {
+            handler()
         }
         waiter.close()
     }

@@ -73,10 +73,15 @@ public final class LoopDriver: Sendable {
         loop.registerDriver(self)
         defer {
             loop.unregisterDriver(self)
-            state.withLock {
-                $0.isDriving = false
-                $0.stopRequested = false  // the driver can be run again
+            // Nobody will enter a mode for the waiting switches any more: release them.
+            let abandoned: [@Sendable () -> Void] = state.withLock { state in
+                state.isDriving = false
+                state.stopRequested = false  // the driver can be run again
+                let callbacks = state.entered.map(\.callback)
+                state.entered.removeAll()
+                return callbacks
             }
+            for callback in abandoned { callback() }
         }
         while true {
             let (mode, stop, mustKeepAlive) = state.withLock { state in
@@ -95,7 +100,8 @@ public final class LoopDriver: Sendable {
     }
 
     /// Leaves the current mode and re-enters the loop in `mode`; `entered` is called on the loop's
-    /// thread from the first pass in the new mode (at once if the loop already runs it).
+    /// thread from the first pass in the new mode (soon, if the loop already runs it), or when the
+    /// drive ends before that.
     ///
     /// - Important: Safe from any thread.
     public func switchMode(to mode: Loop.Mode, entered: (@Sendable () -> Void)? = nil) {

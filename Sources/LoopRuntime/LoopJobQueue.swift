@@ -163,3 +163,38 @@ extension Loop {
         }
     }
 }
+
+extension Loop {
+    /// Registers `handler` to be called (once, on the loop's thread) when the loop is torn down at
+    /// thread exit, after every item was detached. Returns `nil`, without registering, if the loop
+    /// is already torn down. Support for the `LoopExecutor` module: pending sleeps, ticks and
+    /// activity streams end when their loop does.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func addTeardownHandler(_ handler: @escaping @Sendable () -> Void) -> UInt64? {
+        lock.withLock {
+            guard !state.isTornDown else { return nil }
+            state.nextTeardownToken += 1
+            state.teardownHandlers[state.nextTeardownToken] = handler
+            return state.nextTeardownToken
+        }
+    }
+
+    /// Forgets a handler registered with ``addTeardownHandler(_:)``.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func removeTeardownHandler(_ token: UInt64) {
+        lock.withLock { _ = state.teardownHandlers.removeValue(forKey: token) }
+    }
+
+    /// The innermost run call's mode and the number of run calls in progress (nested runs count),
+    /// read together. Support for the activity stream.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public var runLevel: (mode: Mode?, depth: Int) {
+        lock.withLock { (state.innermostMode?.mode, state.runLevels.count) }
+    }
+}

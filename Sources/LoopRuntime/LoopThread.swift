@@ -235,6 +235,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             return
         }
         let driver = LoopDriver(loop: loop)
+        loop.registerDriver(driver)  // before `started`: `loop.driver` is set once init returns
         core.state.withLock {
             $0.loop = loop
             $0.driver = driver

@@ -3,11 +3,10 @@ import Glibc
 #endif
 import Dispatch
 import LoopExecutor
-import LoopRuntime
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 @Suite("LoopExecutor (SPEC N1–N4)", .serialized)
 struct LoopExecutorTests {

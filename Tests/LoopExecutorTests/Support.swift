@@ -2,7 +2,8 @@
 import Glibc
 #endif
 import LoopExecutor
-import LoopRuntime
+
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 import Dispatch
 import Synchronization
 import Testing

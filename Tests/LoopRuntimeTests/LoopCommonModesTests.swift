@@ -1,6 +1,6 @@
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC I: common modes.
 @Suite("Loop common modes (SPEC R62–R64)")

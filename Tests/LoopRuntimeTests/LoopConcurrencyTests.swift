@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC R7, M2: everything but running is safe from any thread; hand-offs wake the loop once.
 @Suite("Loop hand-off from other threads (SPEC R7, M2)")

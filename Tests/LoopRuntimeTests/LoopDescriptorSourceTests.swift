@@ -5,7 +5,7 @@ import CLoopRuntimeShims
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC G (R53, M3): descriptor sources, on real pipes and sockets.
 @Suite("LoopDescriptorSource (SPEC R53, M3)")

@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC D: observers.
 @Suite("LoopObserver (SPEC R24–R31)")

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC C: the phases of one pass, their order, and the wait.
 @Suite("Loop pass (SPEC R19–R23)")

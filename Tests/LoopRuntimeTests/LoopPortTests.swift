@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC R54: message ports.
 @Suite("LoopPort (SPEC R54)")

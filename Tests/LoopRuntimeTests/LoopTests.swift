@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC A, B, J: loops and threads, run entry points and results, stop and wake-up.
 @Suite("Loop")

@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC R5 and the no-leak policy: thread-exit teardown and descriptors.
 @Suite("Thread exit and descriptors (SPEC R5)")

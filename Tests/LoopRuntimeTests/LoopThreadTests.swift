@@ -5,7 +5,7 @@ import Dispatch
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC K (R75, R76) and the resident thread.
 @Suite("LoopThread (SPEC R75, R76)")

@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC E: timers. Virtual time unless the rule is about another thread.
 @Suite("LoopTimer (SPEC R32–R44)")

@@ -5,7 +5,7 @@ import Dispatch
 import Synchronization
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// A thread-safe log of events, compared exactly in tests.
 final class Trace: Sendable {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import LoopRuntime
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// The timer heap behind SPEC R35, R43 (an internal type, tested against a sorted model).
 @Suite("TimerHeap")

@@ -44,18 +44,24 @@ final class LoopLock: Sendable {
 }
 
 /// A value and the lock that guards it (an allocation of its own: for objects with few instances;
-/// items that exist by the million use ``LockStripes``).
-final class Locked<Value>: @unchecked Sendable {
+/// items that exist by the million use ``LockStripes``). Support for the `LoopExecutor` module too.
+///
+/// The lock is visible to the thread sanitizer (see ``RawLock``). Values taken out of it must be
+/// safe to use on the thread that takes them (Sendable, or handed over under the lock).
+@_spi(LoopExecutorSupport)
+public final class Locked<Value>: @unchecked Sendable {
     // `value` is only touched inside `withLock`.
     private let lock = LoopLock()
     private var value: Value
 
-    init(_ value: Value) {
+    /// A lock guarding `value`.
+    public init(_ value: Value) {
         self.value = value
     }
 
+    /// Runs `body` on the value with the lock held. Never call out to user code inside.
     @inline(__always)
-    func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+    public func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         try lock.withLock { () throws(E) -> R in try body(&value) }
     }
 }

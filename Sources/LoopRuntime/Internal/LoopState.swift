@@ -53,6 +53,9 @@ final class LoopState {
 
     /// The executors' job queues (SPEC N1–N4).
     @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = []
+    /// Called once at thread-exit teardown (ends pending sleeps, ticks and activity streams).
+    @exclusivity(unchecked) var teardownHandlers: [UInt64: @Sendable () -> Void] = [:]
+    @exclusivity(unchecked) var nextTeardownToken: UInt64 = 0
     /// The driver running the loop, if any.
     @exclusivity(unchecked) var driver: LoopDriver? = nil
     /// Objects attached by other modules (the shared executors), by mode list.

@@ -1,0 +1,135 @@
+@_spi(LoopExecutorSupport) import LoopRuntime
+
+extension Loop {
+    /// Suspends the calling task for `duration`, on this loop's timers.
+    ///
+    /// The wake-up is a one-shot ``LoopTimer`` in `modes`: it fires only while the loop runs one of
+    /// them, never early, at the latest `tolerance` late (SPEC R34, R43). (`Task.sleep` does not use
+    /// a custom executor's timers in Swift 6.3; this does.) Cancelling the task removes the timer at
+    /// once and throws `CancellationError`.
+    ///
+    /// - Parameters:
+    ///   - duration: How long to sleep, on `ContinuousClock`.
+    ///   - tolerance: How late the wake-up may be, so the loop can coalesce wake-ups.
+    ///   - modes: The modes in which the timer fires; defaults to ``Loop/Mode/common``.
+    /// - Throws: `CancellationError` if the task is (or gets) cancelled; ``LoopEndedError`` if the
+    ///   loop's thread ends first.
+    /// - Important: Safe from any task.
+    public func sleep(
+        for duration: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common]
+    ) async throws {
+        try await sleep(until: .now + duration, tolerance: tolerance, modes: modes)
+    }
+
+    /// Suspends the calling task until `deadline`, on this loop's timers. See
+    /// ``sleep(for:tolerance:modes:)``.
+    ///
+    /// - Throws: `CancellationError` or ``LoopEndedError``.
+    /// - Important: Safe from any task.
+    public func sleep(
+        until deadline: ContinuousClock.Instant, tolerance: Duration = .zero, modes: [Mode] = [.common]
+    ) async throws {
+        try Task.checkCancellation()
+        let sleeper = Sleeper()
+        try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { continuation in
+                sleeper.start(continuation, on: self, deadline: deadline, tolerance: tolerance, modes: modes)
+            }
+        } onCancel: {
+            sleeper.finish(with: .failure(CancellationError()))
+        }
+    }
+
+    /// A clock whose `sleep(until:tolerance:)` uses this loop's timers in `modes`.
+    ///
+    /// - Important: Safe from any thread.
+    public func clock(modes: [Mode] = [.common]) -> LoopClock {
+        LoopClock(loop: self, modes: modes)
+    }
+}
+
+/// One sleep: a small state machine so that exactly one of fire, cancel and loop end resumes the
+/// continuation, each removing what the others would have used.
+private final class Sleeper: Sendable {
+    private enum State {
+        case idle
+        case waiting(UnsafeContinuation<Void, any Error>, LoopTimer, Loop, UInt64)
+        case done
+    }
+
+    private let state = Locked(State.idle)
+
+    func start(
+        _ continuation: UnsafeContinuation<Void, any Error>, on loop: Loop,
+        deadline: ContinuousClock.Instant, tolerance: Duration, modes: [Loop.Mode]
+    ) {
+        let timer = LoopTimer(fireAt: deadline, tolerance: tolerance) { [self] _ in
+            finish(with: .success(()))
+        }
+        guard let token = loop.addTeardownHandler({ [self] in
+            finish(with: .failure(LoopEndedError(loop: loop.description)))
+        }) else {
+            return continuation.resume(throwing: LoopEndedError(loop: loop.description))
+        }
+        let alreadyDone: Bool = state.withLock { state in
+            guard case .idle = state else { return true }  // cancelled before it started
+            state = .waiting(continuation, timer, loop, token)
+            return false
+        }
+        if alreadyDone {
+            loop.removeTeardownHandler(token)
+            return continuation.resume(throwing: CancellationError())
+        }
+        for mode in modes { loop.add(timer, forMode: mode) }
+    }
+
+    func finish(with result: Result<Void, any Error>) {
+        let waiting: (UnsafeContinuation<Void, any Error>, LoopTimer, Loop, UInt64)? = state.withLock {
+            state in
+            defer { state = .done }
+            if case .waiting(let continuation, let timer, let loop, let token) = state {
+                return (continuation, timer, loop, token)
+            }
+            return nil
+        }
+        guard let (continuation, timer, loop, token) = waiting else { return }
+        timer.invalidate()  // removes it from the loop at once (a no-op after it fired)
+        loop.removeTeardownHandler(token)
+        continuation.resume(with: result)
+    }
+}
+
+/// A `Clock` that sleeps on a loop's timers: use it where an API takes a clock, so that its
+/// sleeps are mode-aware loop timers with tolerance.
+///
+/// Instants and durations are `ContinuousClock`'s.
+///
+/// - Important: Safe from any thread.
+public struct LoopClock: Clock, Sendable {
+    /// The clock's instants: `ContinuousClock`'s.
+    public typealias Instant = ContinuousClock.Instant
+
+    /// The loop whose timers the clock sleeps on.
+    public let loop: Loop
+    /// The modes in which its sleeps' timers fire.
+    public let modes: [Loop.Mode]
+
+    /// A clock sleeping on `loop`'s timers in `modes`.
+    public init(loop: Loop, modes: [Loop.Mode] = [.common]) {
+        self.loop = loop
+        self.modes = modes
+    }
+
+    /// The current instant of `ContinuousClock`.
+    public var now: Instant { .now }
+
+    /// One nanosecond: the timerfd's resolution.
+    public var minimumResolution: Duration { .nanoseconds(1) }
+
+    /// Sleeps until `deadline` on the loop's timers (see ``LoopRuntime/Loop/sleep(until:tolerance:modes:)``).
+    ///
+    /// - Throws: `CancellationError` or ``LoopEndedError``.
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        try await loop.sleep(until: deadline, tolerance: tolerance ?? .zero, modes: modes)
+    }
+}

@@ -1,0 +1,118 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import LoopExecutor
+import Testing
+
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+@Suite("Activity stream", .serialized)
+struct ActivityStreamTests {
+    /// A loop on its own thread that runs `work` when told to, then exits.
+    final class Runner: @unchecked Sendable {
+        // `loop` is written before `ready` is signalled and read after.
+        var loop: Loop!
+        let ready = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        let thread: PlatformThread
+
+        init(_ work: @escaping @Sendable (Loop) -> Void) throws {
+            let box = Box()
+            thread = try PlatformThread.spawn(name: "activity") {
+                let loop = Loop.current
+                box.runner?.loop = loop
+                box.runner?.ready.signal()
+                box.runner?.go.wait()
+                work(loop)
+            }
+            box.runner = self
+            _ = box
+        }
+
+        final class Box: @unchecked Sendable {
+            // Set right after spawning, before the thread uses it (it waits on `ready` first).
+            var runner: Runner?
+        }
+    }
+
+    @Test("The stream's events for a known run match SPEC exactly: E BT BS BW AW, the timer, X")
+    func exactSequence() async throws {
+        let started = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        let loopBox = LoopBox()
+        let thread = try PlatformThread.spawn(name: "exact") {
+            let loop = Loop.current
+            loopBox.loop = loop
+            started.signal()
+            go.wait()
+            loop.add(LoopTimer(after: .milliseconds(10)) { _ in }, forMode: .default)
+            _ = loop.run(.default, for: .seconds(10))
+        }
+        defer { thread.join() }
+        await started.waitAsync()
+        let loop = try #require(loopBox.loop)
+        var iterator = loop.activities().makeAsyncIterator()  // the observer is added here
+        go.signal()
+        var seen: [String] = []
+        while let event = await iterator.next() {
+            seen.append("\(event.activity)")
+            #expect(event.mode == .default && event.depth == 1 && event.dropped == 0)
+            if event.activity == .exit { break }
+        }
+        #expect(seen == ["E", "BT", "BS", "BW", "AW", "X"])
+    }
+
+    @Test("Overflow: drop-oldest keeps the newest events and reports every drop", arguments: [true, false])
+    func overflow(dropOldest: Bool) async throws {
+        let (loop, _) = makeManualLoopForActivities()
+        loop.add(LoopSource {}, forMode: .default)
+        let buffering: LoopActivityBuffering = dropOldest ? .dropOldest(capacity: 3) : .dropNewest(capacity: 3)
+        var iterator = loop.activities([.entry, .exit], buffering: buffering).makeAsyncIterator()
+        for _ in 0..<5 { loop.run(.default, for: .zero) }  // 10 events, nobody consuming
+        var delivered: [String] = []
+        var dropped = 0
+        for _ in 0..<3 {
+            let event = try #require(await iterator.next())
+            delivered.append("\(event.activity)")
+            dropped += event.dropped
+        }
+        #expect(dropped == 7)
+        #expect(delivered == (dropOldest ? ["X", "E", "X"] : ["E", "X", "E"]))
+    }
+
+    @Test("The stream ends (after its buffered events) when the loop's thread ends")
+    func endsWithThread() async throws {
+        let thread = try LoopThread(name: "stream-end")
+        var iterator = thread.loop.activities([.entry]).makeAsyncIterator()
+        thread.shutdown()
+        var count = 0
+        while await iterator.next() != nil { count += 1 }
+        #expect(count >= 0)  // whatever was buffered, then the end
+        #expect(await iterator.next() == nil)
+    }
+
+    @Test("Cancelling the consumer ends the stream and removes its observer")
+    func cancelled() async throws {
+        let thread = try LoopThread(name: "stream-cancel")
+        defer { thread.shutdown() }
+        let loop = thread.loop
+        let consumer = Task {
+            var count = 0
+            for await _ in loop.activities() { count += 1 }
+            return count
+        }
+        try await Task.sleep(for: .milliseconds(20))
+        consumer.cancel()
+        _ = await consumer.value
+        // No observer is left in the default mode: its activity mask is back to the driver's own.
+        let mask = loop.lock.withLock { loop.state.modes[.default]!.observerActivities.load(ordering: .relaxed) }
+        #expect(mask == Loop.Activity([.entry, .beforeWaiting]).rawValue)
+    }
+}
+
+/// A loop with a manual waiter on the calling thread (virtual time).
+func makeManualLoopForActivities() -> (Loop, ManualWaiter) {
+    let waiter = ManualWaiter()
+    return (Loop(waiter: waiter), waiter)
+}
