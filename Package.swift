@@ -11,6 +11,9 @@ let package = Package(
         .executable(name: "BackgroundTimer", targets: ["BackgroundTimer"]),
         .executable(name: "DelayedPerform", targets: ["DelayedPerform"]),
         .executable(name: "ThreadAffineActor", targets: ["ThreadAffineActor"]),
+        .executable(name: "ModeSwitching", targets: ["ModeSwitching"]),
+        .executable(name: "TrackingMode", targets: ["TrackingMode"]),
+        .executable(name: "StallDetector", targets: ["StallDetector"]),
         .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
     ],
     targets: [
@@ -32,6 +35,15 @@ let package = Package(
         .executableTarget(
             name: "ThreadAffineActor", dependencies: ["LoopRuntime", "LoopExecutor"],
             path: "Examples/ThreadAffineActor"),
+        .executableTarget(
+            name: "ModeSwitching", dependencies: ["LoopRuntime", "LoopExecutor"],
+            path: "Examples/ModeSwitching"),
+        .executableTarget(
+            name: "TrackingMode", dependencies: ["LoopRuntime", "LoopExecutor"],
+            path: "Examples/TrackingMode"),
+        .executableTarget(
+            name: "StallDetector", dependencies: ["LoopRuntime", "LoopExecutor"],
+            path: "Examples/StallDetector"),
         // Allocation counting (malloc interposed in the benchmark executable only), thread CPU usage.
         .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
         // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.

@@ -36,12 +36,16 @@ extension Loop {
     /// }
     /// ```
     ///
+    /// `body` runs in the caller's isolation (`isolation` defaults to it).
+    ///
     /// - Precondition: the loop is driven by a `LoopDriver` (see ``switchMode(to:)``).
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws.
     /// - Important: Safe from any task.
     public func withMode<Result>(
-        _ mode: Mode, _ body: () async throws -> Result
+        _ mode: Mode,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws -> Result
     ) async rethrows -> Result {
         guard let driver = self.driver else {
             preconditionFailure(
