@@ -9,6 +9,7 @@ import Foundation
 let scenarios: [(name: String, run: (Scale) -> Void)] = [
     ("wake", WakePingPong.run),
     ("actor", ActorRoundTrip.run),
+    ("async", AsyncTimers.run),
     ("empty-pass", EmptyPass.run),
     ("timers", TimerThroughput.run),
     ("idle", Idle.run),

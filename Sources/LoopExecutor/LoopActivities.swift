@@ -107,8 +107,9 @@ public struct LoopActivities: AsyncSequence, Sendable {
 /// The buffer between an activity observer (producer, on the loop's thread) and one consumer.
 final class ActivityStorage: Sendable {
     private struct State {
-        /// A ring buffer: `buffer[head..<head+count]` modulo capacity.
-        var buffer: [LoopActivityEvent?]
+        /// A ring buffer: `buffer[head..<head+count]` modulo capacity (plain values, no optionals:
+        /// the slots outside the window hold stale events).
+        var buffer: [LoopActivityEvent]
         var head = 0
         var count = 0
         var droppedSinceLast = 0
@@ -121,19 +122,19 @@ final class ActivityStorage: Sendable {
             if count == capacity {
                 droppedSinceLast += 1
                 guard case .dropOldest = policy else { return }
-                buffer[head] = nil
-                head = (head + 1) % capacity
+                head = head + 1 == capacity ? 0 : head + 1
                 count -= 1
             }
-            buffer[(head + count) % capacity] = event
+            let slot = head + count
+            buffer[slot >= capacity ? slot - capacity : slot] = event
             count += 1
         }
 
         /// The oldest buffered event, stamped with the drops since the previous delivery.
         mutating func pop() -> LoopActivityEvent? {
-            guard count > 0, let event = buffer[head] else { return nil }
-            buffer[head] = nil
-            head = (head + 1) % buffer.count
+            guard count > 0 else { return nil }
+            let event = buffer[head]
+            head = head + 1 == buffer.count ? 0 : head + 1
             count -= 1
             return deliver(event)
         }
@@ -152,26 +153,29 @@ final class ActivityStorage: Sendable {
     init(_ activities: LoopActivities) {
         loop = activities.loop
         buffering = activities.buffering
-        let state = Locked(State(buffer: Array(repeating: nil, count: activities.buffering.capacity)))
+        let placeholder = LoopActivityEvent(activity: [], mode: .default, time: .now, depth: 0, dropped: 0)
+        let state = Locked(State(buffer: Array(repeating: placeholder, count: activities.buffering.capacity)))
         self.state = state
         let loop = activities.loop
         let policy = activities.buffering
         observer = LoopObserver(activities: activities.activities, order: .max) { _, activity in
             let (mode, depth) = loop.runLevel
-            let time = ContinuousClock.now
-            let waiter: (UnsafeContinuation<LoopActivityEvent?, Never>, LoopActivityEvent)? = state.withLock {
-                state in
+            var event = LoopActivityEvent(
+                activity: activity, mode: mode ?? .default, time: .now, depth: depth, dropped: 0)
+            // Plain optionals of a pointer and a value, not an optional tuple: this is the hot
+            // path of the stream, and the generic enum-tag functions an optional tuple needs cost
+            // more than the rest of it.
+            let waiter: UnsafeContinuation<LoopActivityEvent?, Never>? = state.withLock { state in
                 guard !state.finished else { return nil }
-                let event = LoopActivityEvent(
-                    activity: activity, mode: mode ?? .default, time: time, depth: depth, dropped: 0)
                 if let waiter = state.waiter {
                     state.waiter = nil
-                    return (waiter, state.deliver(event))
+                    event = state.deliver(event)
+                    return waiter
                 }
                 state.push(event, policy: policy)
                 return nil
             }
-            if let (continuation, event) = waiter { continuation.resume(returning: event) }
+            waiter?.resume(returning: event)
         }
         let weakSelf = WeakActivityStorage()
         weakSelf.storage = self

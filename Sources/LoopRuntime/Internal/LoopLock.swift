@@ -7,11 +7,17 @@ import CLoopRuntimeShims
 /// critical section of the engine is visible to it. (`Synchronization.Mutex` takes its contended
 /// path in uninstrumented standard-library code, which makes the sanitizer report races on data
 /// that is in fact guarded.) Never call out to user code while holding one.
+@usableFromInline
 struct RawLock: @unchecked Sendable {
     // The word is only touched through the C lock functions.
-    let word: UnsafeMutablePointer<UInt32>
+    @usableFromInline let word: UnsafeMutablePointer<UInt32>
 
-    @inline(__always)
+    @usableFromInline
+    init(word: UnsafeMutablePointer<UInt32>) {
+        self.word = word
+    }
+
+    @inlinable @inline(__always)
     func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         cloop_lock_acquire(word)
         defer { cloop_lock_release(word) }
@@ -23,9 +29,11 @@ struct RawLock: @unchecked Sendable {
 ///
 /// A loop's lock guards fields of several objects (its mode table and the bookkeeping its items
 /// keep for it), so the lock does not own the data; every guarded field says so in a comment.
+@usableFromInline
 final class LoopLock: Sendable {
-    private let raw: RawLock
+    @usableFromInline let raw: RawLock
 
+    @usableFromInline
     init() {
         let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
         word.initialize(to: 0)
@@ -37,7 +45,7 @@ final class LoopLock: Sendable {
     }
 
     /// Runs `body` with the lock held and returns its result.
-    @inline(__always)
+    @inlinable @inline(__always)
     func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         try raw.withLock(body)
     }
@@ -50,17 +58,19 @@ final class LoopLock: Sendable {
 /// safe to use on the thread that takes them (Sendable, or handed over under the lock).
 @_spi(LoopExecutorSupport)
 public final class Locked<Value>: @unchecked Sendable {
-    // `value` is only touched inside `withLock`.
-    private let lock = LoopLock()
-    private var value: Value
+    // `value` is only touched inside `withLock`. Inlinable, so that clients in other modules get
+    // specialized code (a generic, unspecialized lock costs value-witness calls on every use).
+    @usableFromInline let lock = LoopLock()
+    @usableFromInline var value: Value
 
     /// A lock guarding `value`.
+    @inlinable
     public init(_ value: Value) {
         self.value = value
     }
 
     /// Runs `body` on the value with the lock held. Never call out to user code inside.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         try lock.withLock { () throws(E) -> R in try body(&value) }
     }
