@@ -12,6 +12,7 @@ let scenarios: [(name: String, run: (Scale) -> Void)] = [
     ("async", AsyncTimers.run),
     ("empty-pass", EmptyPass.run),
     ("timers", TimerThroughput.run),
+    ("lateness", TimerLateness.run),
     ("idle", Idle.run),
 ]
 

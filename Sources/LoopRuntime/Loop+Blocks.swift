@@ -23,7 +23,20 @@ extension Loop {
             !modes.isEmpty,
             "Loop.perform(inModes:_:) was given an empty mode list for the \(self): the block could never run. Pass [.common] (the default) or the modes it may run in."
         )
-        let queued = QueuedBlock(modes: modes, body: block)
+        return enqueue(QueuedBlock(modes: BlockModes(modes), body: block), naming: modes)
+    }
+
+    /// Queues `block` to run on the loop's thread in whichever common mode is running: the same as
+    /// ``perform(inModes:_:)`` with `[.common]`, without building a mode list.
+    ///
+    /// - Returns: `false` if the loop's thread has exited (the block was not queued).
+    /// - Important: Safe from any thread.
+    @discardableResult
+    public func perform(_ block: @escaping @Sendable () -> Void) -> Bool {
+        enqueue(QueuedBlock(modes: .common, body: block), naming: [])
+    }
+
+    private func enqueue(_ queued: QueuedBlock, naming modes: [Mode]) -> Bool {
         let (accepted, wake) = lock.withLock { () -> (Bool, Bool) in
             guard !state.isTornDown else { return (false, false) }
             for mode in modes where mode != .common {
@@ -91,12 +104,11 @@ extension Loop {
     func modesWithQueuedWork() -> [Mode] {
         lock.withLock {
             var modes: [Mode] = []
-            func note(_ targets: [Mode]) {
-                let mode = targets.first { $0 != .common } ?? .default
-                if !modes.contains(mode) { modes.append(mode) }
+            let targets =
+                state.blocks.map(\.modes) + state.jobQueues.filter(\.hasJobs).map { BlockModes($0.modes) }
+            for target in targets where !modes.contains(target.representative) {
+                modes.append(target.representative)
             }
-            for block in state.blocks { note(block.modes) }
-            for queue in state.jobQueues where queue.hasJobs { note(queue.modes) }
             return modes
         }
     }

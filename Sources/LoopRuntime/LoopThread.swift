@@ -156,6 +156,20 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         done?.wait()
     }
 
+    /// Queues `block` on the thread's loop in the common modes, in issue order, waking it
+    /// (SPEC R76): ``perform(inModes:waitUntilDone:_:)`` with its defaults, without building a mode
+    /// list.
+    ///
+    /// - Throws: ``LoopThreadError/shutDown(thread:)`` after ``shutdown()``: the block was not
+    ///   queued and will never run.
+    /// - Important: Safe from any thread.
+    public func perform(_ block: @escaping @Sendable () -> Void) throws(LoopThreadError) {
+        try core.state.withLock { (state) throws(LoopThreadError) in
+            guard state.phase == .running else { throw .shutDown(thread: name) }
+            loop.perform(block)
+        }
+    }
+
     /// Runs `block` once on the thread, `delay` from now, in one of `modes` (SPEC R75).
     ///
     /// A one-shot timer on the thread's loop; a delay of zero still waits for the loop to run one
