@@ -54,6 +54,11 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(name: "LoopRuntimeTests", dependencies: ["LoopRuntime", "CLoopRuntimeShims"]),
-        .testTarget(name: "LoopExecutorTests", dependencies: ["LoopExecutor", "LoopRuntime"]),
+        .testTarget(
+            name: "LoopExecutorTests", dependencies: ["LoopExecutor", "LoopRuntime", "MainLoopChecks"]),
+        // Checks that need the process's main thread (SPEC R56); spawned by LoopExecutorTests.
+        .executableTarget(
+            name: "MainLoopChecks", dependencies: ["LoopExecutor", "LoopRuntime", "CLoopRuntimeShims"],
+            path: "Tests/MainLoopChecks"),
     ]
 )

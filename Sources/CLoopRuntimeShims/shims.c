@@ -2,6 +2,7 @@
 #include "CLoopRuntimeShims.h"
 
 #include <linux/futex.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -66,4 +67,19 @@ void cloop_lock_release(uint32_t *word) {
         atomic_store_explicit(state, 0, memory_order_release);
         syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }
+}
+
+// Exported by libdispatch for CoreFoundation; declared here because no public header has them.
+extern int _dispatch_get_main_queue_handle_4CF(void);
+extern void _dispatch_main_queue_callback_4CF(void *message);
+
+int cloop_dispatch_main_queue_handle(void) { return _dispatch_get_main_queue_handle_4CF(); }
+
+void cloop_dispatch_drain_main_queue(void) { _dispatch_main_queue_callback_4CF(NULL); }
+
+void cloop_thread_cpu_microseconds(double *microseconds) {
+    struct rusage usage;
+    getrusage(RUSAGE_THREAD, &usage);
+    *microseconds = (double)usage.ru_utime.tv_sec * 1e6 + (double)usage.ru_utime.tv_usec +
+                    (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
 }

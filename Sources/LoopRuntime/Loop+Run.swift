@@ -90,6 +90,7 @@ extension Loop {
         -> RunResult
     {
         preconditionOnLoopThread("run(_:)")
+        if isMain { installMainQueueSourceIfNeeded(runningIn: mode) }
         precondition(
             mode != .common,
             "Loop.run(_:) was asked to run .common on the \(self): .common names the set of common modes and cannot be run (SPEC R9, M5). Run a concrete mode such as .default."

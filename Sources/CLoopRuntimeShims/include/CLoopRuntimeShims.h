@@ -102,6 +102,14 @@ static inline int32_t cloop_gettid(void) { return (int32_t)syscall(SYS_gettid); 
 void cloop_lock_acquire(uint32_t *word);
 void cloop_lock_release(uint32_t *word);
 
+/// libdispatch's hooks for a run loop that services the main queue (what CFRunLoop uses on
+/// Linux): the main queue's wake-up handle (an eventfd) and the drain callback.
+int cloop_dispatch_main_queue_handle(void);
+void cloop_dispatch_drain_main_queue(void);
+
+/// CPU time (user + system) of the calling thread, in microseconds.
+void cloop_thread_cpu_microseconds(double *microseconds);
+
 /// True on the process's main thread (recorded by a constructor when the library loads).
 bool cloop_is_main_thread(void);
 

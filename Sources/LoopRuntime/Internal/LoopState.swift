@@ -88,6 +88,8 @@ final class LoopState {
     /// Called once at thread-exit teardown (ends pending sleeps, ticks and activity streams).
     @exclusivity(unchecked) var teardownHandlers: [UInt64: @Sendable () -> Void] = [:]
     @exclusivity(unchecked) var nextTeardownToken: UInt64 = 0
+    /// The main loop watches libdispatch's main-queue handle (see Loop+MainQueue.swift).
+    @exclusivity(unchecked) var servesMainQueue = false
     /// The driver running the loop, if any.
     @exclusivity(unchecked) var driver: LoopDriver? = nil
     /// Objects attached by other modules (the shared executors), by mode list.

@@ -1,0 +1,90 @@
+// MainLoopChecks — the main loop's service of DispatchQueue.main and @MainActor (SPEC R56).
+//
+// These checks need the process's main thread, which the test runner keeps for itself, so they are
+// an executable of their own. `swift test` runs it (MainLoopTests spawns it) and so does .ci/run.
+// Each check prints its name; any failure exits with status 1.
+
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLoopRuntimeShims
+import Dispatch
+import LoopExecutor
+import LoopRuntime
+import Synchronization
+
+nonisolated(unsafe) var failures = 0  // main thread only
+
+func check(_ name: String, _ condition: Bool) {
+    print((condition ? "ok   " : "FAIL ") + name)
+    if !condition { failures += 1 }
+}
+
+let loop = Loop.main
+precondition(loop.isCurrentThread, "MainLoopChecks must run on the main thread")
+
+// 1. A main-queue block runs while the main loop runs the default mode, and the drain counts as a
+//    handled source.
+let ran = Atomic<Int>(0)
+DispatchQueue.main.async { ran.wrappingAdd(1, ordering: .relaxed) }
+let first = loop.run(.default, for: .seconds(10), returnAfterSourceHandled: true)
+check("R56 a DispatchQueue.main block runs in a default-mode run", ran.load(ordering: .relaxed) == 1)
+check("R56 draining the main queue is a handled source", first == .handledSource)
+
+// 2. @MainActor work interleaves with the main loop's timers.
+let trace = MainTrace()
+let timer = LoopTimer(after: .milliseconds(5)) { _ in trace.append("timer") }
+loop.add(timer, forMode: .default)
+Task { @MainActor in trace.append("main-actor") }
+_ = loop.run(.default, for: .milliseconds(50))
+check("R56 @MainActor tasks and main-loop timers both run", Set(trace.all) == ["timer", "main-actor"])
+
+// 3. A mode outside the common set does not drain the main queue; the default mode does.
+let tracking: Loop.Mode = "tracking"
+let keepAlive = LoopSource {}
+loop.add(keepAlive, forMode: tracking)
+let waited = Atomic<Bool>(false)
+DispatchQueue.main.async { waited.store(true, ordering: .relaxed) }
+_ = loop.run(tracking, for: .milliseconds(50))
+check("R56 main-queue work waits while the main loop runs a non-common mode", !waited.load(ordering: .relaxed))
+_ = loop.run(.default, for: .seconds(10), returnAfterSourceHandled: true)
+check("R56 … and runs once the loop is back in a common mode", waited.load(ordering: .relaxed))
+keepAlive.invalidate()
+
+// 4. An idle main loop does not spin on the main queue's descriptor: one wait, no CPU.
+let waits = Atomic<Int>(0)
+let counter = LoopObserver(activities: .beforeWaiting) { _, _ in waits.wrappingAdd(1, ordering: .relaxed) }
+loop.add(counter, forMode: .default)
+var cpuBefore = 0.0, cpuAfter = 0.0
+cloop_thread_cpu_microseconds(&cpuBefore)
+let idle = loop.run(.default, for: .milliseconds(300))
+cloop_thread_cpu_microseconds(&cpuAfter)
+counter.invalidate()
+check("R56 an idle main loop makes one wait (no spin)", idle == .timedOut && waits.load(ordering: .relaxed) == 1)
+check("R56 an idle main loop uses (almost) no CPU: \(Int(cpuAfter - cpuBefore)) µs", cpuAfter - cpuBefore < 50_000)
+
+// 5. Loop.runMain hands the main thread to the main loop while async code runs.
+do {
+    try Loop.runMain {
+        await MainActor.run { trace.append("run-main") }
+        try await Loop.main.sleep(for: .milliseconds(10))
+        await Loop.main.switchMode(to: tracking)
+        let inTracking = Loop.main.currentMode == tracking
+        await Loop.main.switchMode(to: .default)
+        trace.append(inTracking ? "switched" : "not-switched")
+    }
+} catch {
+    check("Loop.runMain did not throw", false)
+}
+check("Loop.runMain runs async work, main-actor work and mode switches", trace.all.suffix(2) == ["run-main", "switched"])
+
+print(failures == 0 ? "all main-loop checks passed" : "\(failures) main-loop check(s) failed")
+exit(failures == 0 ? 0 : 1)
+
+/// A log touched from the main thread only (main-queue blocks, main-loop callouts).
+final class MainTrace: @unchecked Sendable {
+    // Only the main thread touches `events`: timers of the main loop and main-queue work run there.
+    private var events: [String] = []
+    func append(_ event: String) { events.append(event) }
+    var all: [String] { events }
+}
