@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "ModeSwitching", targets: ["ModeSwitching"]),
         .executable(name: "TrackingMode", targets: ["TrackingMode"]),
         .executable(name: "StallDetector", targets: ["StallDetector"]),
+        .executable(name: "MainLoop", targets: ["MainLoop"]),
         .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
     ],
     targets: [
@@ -44,6 +45,8 @@ let package = Package(
         .executableTarget(
             name: "StallDetector", dependencies: ["LoopRuntime", "LoopExecutor"],
             path: "Examples/StallDetector"),
+        .executableTarget(
+            name: "MainLoop", dependencies: ["LoopRuntime", "LoopExecutor"], path: "Examples/MainLoop"),
         // Allocation counting (malloc interposed in the benchmark executable only), thread CPU usage.
         .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
         // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.
