@@ -16,7 +16,7 @@ enum MainQueue {
             ours: ours, comparisonName: "floor", comparison: floor, higherIsBetter: false))
 
         let blocks = scale.pick(1_000_000, quick: 10_000)
-        let oursRate = sample(scale) { 1e9 / nanosecondsPerOperation(blocks) { drain(blocks) { Loop.main.run(.default, for: .seconds(1)) } } }
+        let oursRate = sample(scale) { 1e9 / nanosecondsPerOperation(blocks) { drain(blocks) { Loop.main.run(.default, for: .seconds(1), returnAfterSourceHandled: true) } } }
         let foundationRate = sample(scale) {
             1e9 / nanosecondsPerOperation(blocks) {
                 drain(blocks) { _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 1)) }
