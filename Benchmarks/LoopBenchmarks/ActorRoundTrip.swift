@@ -1,33 +1,36 @@
 import CBenchmarkSupport
 import Dispatch
 import Foundation
-@_spi(LoopExecutorSupport) import LoopRuntime
 import LoopExecutor
+@_spi(LoopExecutorSupport) import LoopRuntime
 
 /// Scenarios 3 and 4, and the executor's enqueue cost.
 enum ActorRoundTrip {
     static func run(_ scale: Scale) {
         let roundTrips = scale.pick(100_000, quick: 2_000)
         let floor = sample(scale) { nanosecondsPerOperation(roundTrips) { RawPingPong.run(roundTrips) } }
-        Report.add(ResultLine(
-            scenario: "actor", metric: "raw eventfd+epoll ping-pong (the floor)", unit: "ns/rt",
-            ours: floor, comparisonName: nil, comparison: nil, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "raw eventfd+epoll ping-pong (the floor)", unit: "ns/rt",
+                ours: floor, comparisonName: nil, comparison: nil, higherIsBetter: false))
 
         let thread = try! LoopThread(name: "bench-actor")
         let pinned = Counter(executor: thread.executor)
         let onLoop = sample(scale) {
             nanosecondsPerOperation(roundTrips) { blockingRoundTrips(pinned, roundTrips) }
         }
-        Report.add(ResultLine(
-            scenario: "actor", metric: "global task → loop-pinned actor → back", unit: "ns/rt",
-            ours: onLoop, comparisonName: "floor", comparison: floor, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "global task → loop-pinned actor → back", unit: "ns/rt",
+                ours: onLoop, comparisonName: "floor", comparison: floor, higherIsBetter: false))
         let plain = DefaultCounter()
         let defaultActor = sample(scale) {
             nanosecondsPerOperation(roundTrips) { blockingRoundTrips(plain, roundTrips) }
         }
-        Report.add(ResultLine(
-            scenario: "actor", metric: "global task → loop-pinned actor → back", unit: "ns/rt",
-            ours: onLoop, comparisonName: "default actor", comparison: defaultActor, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "global task → loop-pinned actor → back", unit: "ns/rt",
+                ours: onLoop, comparisonName: "default actor", comparison: defaultActor, higherIsBetter: false))
 
         // Throughput: 4 tasks × N awaits on one loop-pinned actor.
         let perTask = scale.pick(100_000, quick: 2_000)
@@ -37,9 +40,10 @@ enum ActorRoundTrip {
         let defaultThroughput = sample(scale) {
             1e9 / nanosecondsPerOperation(4 * perTask) { blockingParallelCalls(plain, tasks: 4, perTask: perTask) }
         }
-        Report.add(ResultLine(
-            scenario: "actor", metric: "4 tasks × \(perTask) awaits on one actor", unit: "calls/s",
-            ours: throughput, comparisonName: "default actor", comparison: defaultThroughput, higherIsBetter: true))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "4 tasks × \(perTask) awaits on one actor", unit: "calls/s",
+                ours: throughput, comparisonName: "default actor", comparison: defaultThroughput, higherIsBetter: true))
 
         // Actor → actor on the same loop: no hop.
         let calls = scale.pick(1_000_000, quick: 10_000)
@@ -51,10 +55,11 @@ enum ActorRoundTrip {
         let sameDefault = sample(scale) {
             nanosecondsPerOperation(calls) { blocking { await plainCaller.callMany(calls) } }
         }
-        Report.add(ResultLine(
-            scenario: "actor", metric: "actor → actor call, same loop", unit: "ns",
-            ours: sameLoop, comparisonName: "default actor → default actor", comparison: sameDefault,
-            higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "actor → actor call, same loop", unit: "ns",
+                ours: sameLoop, comparisonName: "default actor → default actor", comparison: sameDefault,
+                higherIsBetter: false))
         thread.shutdown()
 
         enqueueCost(scale)
@@ -82,12 +87,14 @@ enum ActorRoundTrip {
             loop.run(.default, for: .zero)
         }
         let allocations = Double(cmalloc_counter_allocations() - allocationsBefore) / Double(batch * batches)
-        Report.add(ResultLine(
-            scenario: "actor", metric: "executor enqueue while the loop is awake", unit: "ns",
-            ours: Stats([spent / Double(batches)]), comparisonName: nil, comparison: nil, higherIsBetter: false))
-        Report.add(ResultLine(
-            scenario: "actor", metric: "allocations per enqueued job (steady state)", unit: "allocs",
-            ours: Stats([allocations]), comparisonName: nil, comparison: nil, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "executor enqueue while the loop is awake", unit: "ns",
+                ours: Stats([spent / Double(batches)]), comparisonName: nil, comparison: nil, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "allocations per enqueued job (steady state)", unit: "allocs",
+                ours: Stats([allocations]), comparisonName: nil, comparison: nil, higherIsBetter: false))
     }
 }
 

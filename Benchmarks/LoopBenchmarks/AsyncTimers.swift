@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-@_spi(LoopExecutorSupport) import LoopRuntime
 import LoopExecutor
+@_spi(LoopExecutorSupport) import LoopRuntime
 
 /// Issue #5's figures: lateness of many concurrent loop sleeps, and the loop-thread cost of the
 /// activity stream.
@@ -19,27 +19,34 @@ enum AsyncTimers {
             // The same sleeps from tasks on the global pool, and Task.sleep there: both include
             // resuming 10,000 tasks through the pool's two threads.
             pooledStats = lateness(sleepers, on: nil) { deadline in try? await loop.sleep(until: deadline) }
-            taskStats = lateness(sleepers, on: nil) { deadline in try? await Task.sleep(until: deadline, clock: .continuous) }
+            taskStats = lateness(sleepers, on: nil) { deadline in
+                try? await Task.sleep(until: deadline, clock: .continuous)
+            }
         }
         precondition(loop.timerCount(in: .common) == 0, "timers left behind")
-        Report.add(ResultLine(
-            scenario: "async", metric: "\(sleepers) sleeps, tasks on the loop: p50 lateness", unit: "µs",
-            ours: Stats([loopStats.p50]), comparisonName: nil, comparison: nil, higherIsBetter: false))
-        Report.add(ResultLine(
-            scenario: "async", metric: "\(sleepers) sleeps, tasks on the loop: p99 lateness", unit: "µs",
-            ours: Stats([loopStats.p99]), comparisonName: nil, comparison: nil, higherIsBetter: false))
-        Report.add(ResultLine(
-            scenario: "async", metric: "\(sleepers) sleeps, pool tasks: p50 lateness", unit: "µs",
-            ours: Stats([pooledStats.p50]), comparisonName: "Task.sleep", comparison: Stats([taskStats.p50]),
-            higherIsBetter: false))
-        Report.add(ResultLine(
-            scenario: "async", metric: "\(sleepers) sleeps, pool tasks: p99 lateness", unit: "µs",
-            ours: Stats([pooledStats.p99]), comparisonName: "Task.sleep", comparison: Stats([taskStats.p99]),
-            higherIsBetter: false))
-        Report.add(ResultLine(
-            scenario: "async", metric: "timers left on the loop after the sleeps", unit: "",
-            ours: Stats([Double(loop.timerCount(in: .common))]), comparisonName: nil, comparison: nil,
-            higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "async", metric: "\(sleepers) sleeps, tasks on the loop: p50 lateness", unit: "µs",
+                ours: Stats([loopStats.p50]), comparisonName: nil, comparison: nil, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "async", metric: "\(sleepers) sleeps, tasks on the loop: p99 lateness", unit: "µs",
+                ours: Stats([loopStats.p99]), comparisonName: nil, comparison: nil, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "async", metric: "\(sleepers) sleeps, pool tasks: p50 lateness", unit: "µs",
+                ours: Stats([pooledStats.p50]), comparisonName: "Task.sleep", comparison: Stats([taskStats.p50]),
+                higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "async", metric: "\(sleepers) sleeps, pool tasks: p99 lateness", unit: "µs",
+                ours: Stats([pooledStats.p99]), comparisonName: "Task.sleep", comparison: Stats([taskStats.p99]),
+                higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "async", metric: "timers left on the loop after the sleeps", unit: "",
+                ours: Stats([Double(loop.timerCount(in: .common))]), comparisonName: nil, comparison: nil,
+                higherIsBetter: false))
         thread.shutdown()
 
         activityCost(scale)
@@ -78,14 +85,19 @@ enum AsyncTimers {
         loop.add(keepAlive, forMode: .default)
         defer { keepAlive.invalidate() }
         let runs = scale.pick(200_000, quick: 2_000)
-        let without = sample(scale) { nanosecondsPerOperation(runs) { for _ in 0..<runs { loop.run(.default, for: .zero) } } }
+        let without = sample(scale) {
+            nanosecondsPerOperation(runs) { for _ in 0..<runs { loop.run(.default, for: .zero) } }
+        }
         let iterator = loop.activities(buffering: .dropOldest(capacity: 1024)).makeAsyncIterator()
-        let with = sample(scale) { nanosecondsPerOperation(runs) { for _ in 0..<runs { loop.run(.default, for: .zero) } } }
+        let with = sample(scale) {
+            nanosecondsPerOperation(runs) { for _ in 0..<runs { loop.run(.default, for: .zero) } }
+        }
         withExtendedLifetime(iterator) {}  // the stream (and its observer) lived until here
         let perEvent = Stats([(with.median - without.median) / 4])
-        Report.add(ResultLine(
-            scenario: "async", metric: "activity stream, loop-thread cost per event", unit: "ns",
-            ours: perEvent, comparisonName: nil, comparison: nil, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "async", metric: "activity stream, loop-thread cost per event", unit: "ns",
+                ours: perEvent, comparisonName: nil, comparison: nil, higherIsBetter: false))
     }
 }
 

@@ -23,9 +23,10 @@ enum EmptyPass {
                 for _ in 0..<calls { _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, false) }
             }
         }
-        Report.add(ResultLine(
-            scenario: "empty-pass", metric: "run(for: .zero), no observers", unit: "ns",
-            ours: ours, comparisonName: "CFRunLoopRunInMode(0)", comparison: theirs, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "empty-pass", metric: "run(for: .zero), no observers", unit: "ns",
+                ours: ours, comparisonName: "CFRunLoopRunInMode(0)", comparison: theirs, higherIsBetter: false))
 
         let allocationsBefore = cmalloc_counter_allocations()
         for _ in 0..<calls { loop.run(.default, for: .zero) }
@@ -33,10 +34,11 @@ enum EmptyPass {
         let cfBefore = cmalloc_counter_allocations()
         for _ in 0..<calls { _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, false) }
         let cfPerCall = Double(cmalloc_counter_allocations() - cfBefore) / Double(calls)
-        Report.add(ResultLine(
-            scenario: "empty-pass", metric: "allocations per run(for: .zero)", unit: "allocs",
-            ours: Stats([perCall]), comparisonName: "CFRunLoopRunInMode(0)",
-            comparison: Stats([max(cfPerCall, 1e-9)]), higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "empty-pass", metric: "allocations per run(for: .zero)", unit: "allocs",
+                ours: Stats([perCall]), comparisonName: "CFRunLoopRunInMode(0)",
+                comparison: Stats([max(cfPerCall, 1e-9)]), higherIsBetter: false))
 
         // Observer dispatch: 1 and 8 observers of every activity.
         for count in [1, 8] {
@@ -55,9 +57,10 @@ enum EmptyPass {
             }
             cfObservers.forEach { CFRunLoopObserverInvalidate($0) }
             observers.forEach { $0.invalidate() }
-            Report.add(ResultLine(
-                scenario: "empty-pass", metric: "run(for: .zero), \(count) observer(s) (E BT BS X)", unit: "ns",
-                ours: withObservers, comparisonName: "CF", comparison: cfWith, higherIsBetter: false))
+            Report.add(
+                ResultLine(
+                    scenario: "empty-pass", metric: "run(for: .zero), \(count) observer(s) (E BT BS X)", unit: "ns",
+                    ours: withObservers, comparisonName: "CF", comparison: cfWith, higherIsBetter: false))
         }
 
         // Passes of a run that never sleeps: a source that signals itself each time it is
@@ -74,9 +77,10 @@ enum EmptyPass {
         let cfPass = sample(scale) {
             nanosecondsPerOperation(passes) { cf.runSelfSignalling(passes) }
         }
-        Report.add(ResultLine(
-            scenario: "empty-pass", metric: "pass performing one self-signalling source", unit: "ns",
-            ours: oursPass, comparisonName: "CF v0 source", comparison: cfPass, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "empty-pass", metric: "pass performing one self-signalling source", unit: "ns",
+                ours: oursPass, comparisonName: "CF v0 source", comparison: cfPass, higherIsBetter: false))
         keepAlive.invalidate()
         cf.invalidate()
     }
@@ -114,7 +118,9 @@ final class CFSide {
     }
 
     func addObserver() -> CFRunLoopObserver {
-        let observer = CFRunLoopObserverCreateWithHandler(nil, CFRunLoopActivity.allActivities.rawValue, true, 0) { _, _ in }!
+        let observer = CFRunLoopObserverCreateWithHandler(nil, CFRunLoopActivity.allActivities.rawValue, true, 0) {
+            _, _ in
+        }!
         CFRunLoopAddObserver(runLoop, observer, kCFRunLoopDefaultMode)
         return observer
     }

@@ -62,7 +62,8 @@ enum Report {
         func format(_ stats: Stats) -> String {
             "\(fmt(stats.median)) \(line.unit) [\(fmt(stats.min))–\(fmt(stats.max))]"
         }
-        var text = "  \(line.metric.padding(toLength: 44, withPad: " ", startingAt: 0)) LoopRuntime \(format(line.ours))"
+        var text =
+            "  \(line.metric.padding(toLength: 44, withPad: " ", startingAt: 0)) LoopRuntime \(format(line.ours))"
         if let name = line.comparisonName, let comparison = line.comparison, let ratio = line.ratio {
             text += "   \(name) \(format(comparison))   ratio \(String(format: "%.2f", ratio))×"
         }

@@ -51,13 +51,15 @@ enum Idle {
         results.done.wait()
         let label = "idle \(seconds) s"
         // The comparison is floored at 1 so that a ratio exists when both are 0.
-        Report.add(ResultLine(
-            scenario: "idle", metric: "\(label): CPU time of the loop thread", unit: "µs",
-            ours: Stats([results.ours.cpuMicroseconds]), comparisonName: "CFRunLoop",
-            comparison: Stats([max(results.theirs.cpuMicroseconds, 1)]), higherIsBetter: false))
-        Report.add(ResultLine(
-            scenario: "idle", metric: "\(label): context switches (wake-ups)", unit: "",
-            ours: Stats([results.ours.contextSwitches]), comparisonName: "CFRunLoop",
-            comparison: Stats([max(results.theirs.contextSwitches, 1)]), higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "idle", metric: "\(label): CPU time of the loop thread", unit: "µs",
+                ours: Stats([results.ours.cpuMicroseconds]), comparisonName: "CFRunLoop",
+                comparison: Stats([max(results.theirs.cpuMicroseconds, 1)]), higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "idle", metric: "\(label): context switches (wake-ups)", unit: "",
+                ours: Stats([results.ours.contextSwitches]), comparisonName: "CFRunLoop",
+                comparison: Stats([max(results.theirs.contextSwitches, 1)]), higherIsBetter: false))
     }
 }

@@ -11,20 +11,28 @@ enum MainQueue {
         let roundTrips = scale.pick(20_000, quick: 500)
         let floor = sample(scale) { nanosecondsPerOperation(roundTrips) { RawPingPong.run(roundTrips) } }
         let ours = sample(scale) { nanosecondsPerOperation(roundTrips) { pingPong(roundTrips) } }
-        Report.add(ResultLine(
-            scenario: "main-queue", metric: "DispatchQueue.main.async → sleeping main loop → back", unit: "ns/rt",
-            ours: ours, comparisonName: "floor", comparison: floor, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "main-queue", metric: "DispatchQueue.main.async → sleeping main loop → back", unit: "ns/rt",
+                ours: ours, comparisonName: "floor", comparison: floor, higherIsBetter: false))
 
         let blocks = scale.pick(1_000_000, quick: 10_000)
-        let oursRate = sample(scale) { 1e9 / nanosecondsPerOperation(blocks) { drain(blocks) { Loop.main.run(.default, for: .seconds(1), returnAfterSourceHandled: true) } } }
-        let foundationRate = sample(scale) {
-            1e9 / nanosecondsPerOperation(blocks) {
-                drain(blocks) { _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 1)) }
-            }
+        let oursRate = sample(scale) {
+            1e9
+                / nanosecondsPerOperation(blocks) {
+                    drain(blocks) { Loop.main.run(.default, for: .seconds(1), returnAfterSourceHandled: true) }
+                }
         }
-        Report.add(ResultLine(
-            scenario: "main-queue", metric: "\(blocks) main-queue blocks drained", unit: "blocks/s",
-            ours: oursRate, comparisonName: "RunLoop.main", comparison: foundationRate, higherIsBetter: true))
+        let foundationRate = sample(scale) {
+            1e9
+                / nanosecondsPerOperation(blocks) {
+                    drain(blocks) { _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 1)) }
+                }
+        }
+        Report.add(
+            ResultLine(
+                scenario: "main-queue", metric: "\(blocks) main-queue blocks drained", unit: "blocks/s",
+                ours: oursRate, comparisonName: "RunLoop.main", comparison: foundationRate, higherIsBetter: true))
     }
 
     /// A helper thread posts to the main queue; the block, run by the sleeping main loop, signals

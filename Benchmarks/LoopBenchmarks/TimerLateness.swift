@@ -12,56 +12,65 @@ enum TimerLateness {
         let offsets = (0..<count).map { 50_000 + $0 * 200_000 / count }  // microseconds
 
         let loop = Loop.current
-        let ours = percentiles((0..<(scale.quick ? 1 : 3)).flatMap { _ -> [Double] in
-            let lateness = UnsafeLateness(count)
-            let base = ContinuousClock.now
-            for (index, offset) in offsets.enumerated() {
-                let date = base + .microseconds(Int64(offset))
-                loop.add(LoopTimer(fireAt: date) { _ in lateness.record(index, ContinuousClock.now - date) }, forMode: .default)
-            }
-            while lateness.recorded < count { loop.run(.default, for: .seconds(5)) }
-            return lateness.values
-        })
+        let ours = percentiles(
+            (0..<(scale.quick ? 1 : 3)).flatMap { _ -> [Double] in
+                let lateness = UnsafeLateness(count)
+                let base = ContinuousClock.now
+                for (index, offset) in offsets.enumerated() {
+                    let date = base + .microseconds(Int64(offset))
+                    loop.add(
+                        LoopTimer(fireAt: date) { _ in lateness.record(index, ContinuousClock.now - date) },
+                        forMode: .default)
+                }
+                while lateness.recorded < count { loop.run(.default, for: .seconds(5)) }
+                return lateness.values
+            })
 
         let runLoop = CFRunLoopGetCurrent()
-        let cf = percentiles((0..<(scale.quick ? 1 : 3)).flatMap { _ -> [Double] in
-            let lateness = UnsafeLateness(count)
-            let base = CFAbsoluteTimeGetCurrent()
-            for (index, offset) in offsets.enumerated() {
-                let date = base + Double(offset) / 1e6
-                let timer = CFRunLoopTimerCreateWithHandler(nil, date, 0, 0, 0) { _ in
-                    lateness.record(index, .nanoseconds(Int64((CFAbsoluteTimeGetCurrent() - date) * 1e9)))
+        let cf = percentiles(
+            (0..<(scale.quick ? 1 : 3)).flatMap { _ -> [Double] in
+                let lateness = UnsafeLateness(count)
+                let base = CFAbsoluteTimeGetCurrent()
+                for (index, offset) in offsets.enumerated() {
+                    let date = base + Double(offset) / 1e6
+                    let timer = CFRunLoopTimerCreateWithHandler(nil, date, 0, 0, 0) { _ in
+                        lateness.record(index, .nanoseconds(Int64((CFAbsoluteTimeGetCurrent() - date) * 1e9)))
+                    }
+                    CFRunLoopAddTimer(runLoop, timer, kCFRunLoopDefaultMode)
                 }
-                CFRunLoopAddTimer(runLoop, timer, kCFRunLoopDefaultMode)
-            }
-            while lateness.recorded < count { _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0.05, false) }
-            return lateness.values
-        })
+                while lateness.recorded < count { _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0.05, false) }
+                return lateness.values
+            })
 
-        let foundation = percentiles((0..<(scale.quick ? 1 : 3)).flatMap { _ -> [Double] in
-            let lateness = UnsafeLateness(count)
-            let base = Date()
-            for (index, offset) in offsets.enumerated() {
-                // An explicit fire date: on Linux, Timer(timeInterval:) fires at creation.
-                let date = base.addingTimeInterval(Double(offset) / 1e6)
-                let timer = Timer(fire: date, interval: 0, repeats: false) { _ in
-                    lateness.record(index, .nanoseconds(Int64(Date().timeIntervalSince(date) * 1e9)))
+        let foundation = percentiles(
+            (0..<(scale.quick ? 1 : 3)).flatMap { _ -> [Double] in
+                let lateness = UnsafeLateness(count)
+                let base = Date()
+                for (index, offset) in offsets.enumerated() {
+                    // An explicit fire date: on Linux, Timer(timeInterval:) fires at creation.
+                    let date = base.addingTimeInterval(Double(offset) / 1e6)
+                    let timer = Timer(fire: date, interval: 0, repeats: false) { _ in
+                        lateness.record(index, .nanoseconds(Int64(Date().timeIntervalSince(date) * 1e9)))
+                    }
+                    RunLoop.current.add(timer, forMode: .default)
                 }
-                RunLoop.current.add(timer, forMode: .default)
-            }
-            while lateness.recorded < count { _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.05)) }
-            return lateness.values
-        })
+                while lateness.recorded < count {
+                    _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.05))
+                }
+                return lateness.values
+            })
 
         for (name, pick) in [("p50", \Percentiles.p50), ("p99", \Percentiles.p99)] {
-            Report.add(ResultLine(
-                scenario: "lateness", metric: "\(count) timers, \(name) lateness", unit: "µs",
-                ours: Stats([ours[keyPath: pick]]), comparisonName: "CFRunLoopTimer",
-                comparison: Stats([cf[keyPath: pick]]), higherIsBetter: false))
-            Report.add(ResultLine(
-                scenario: "lateness", metric: "\(count) timers, \(name) lateness", unit: "µs",
-                ours: Stats([ours[keyPath: pick]]), comparisonName: "Foundation Timer",
-                comparison: Stats([foundation[keyPath: pick]]), higherIsBetter: false))
+            Report.add(
+                ResultLine(
+                    scenario: "lateness", metric: "\(count) timers, \(name) lateness", unit: "µs",
+                    ours: Stats([ours[keyPath: pick]]), comparisonName: "CFRunLoopTimer",
+                    comparison: Stats([cf[keyPath: pick]]), higherIsBetter: false))
+            Report.add(
+                ResultLine(
+                    scenario: "lateness", metric: "\(count) timers, \(name) lateness", unit: "µs",
+                    ours: Stats([ours[keyPath: pick]]), comparisonName: "Foundation Timer",
+                    comparison: Stats([foundation[keyPath: pick]]), higherIsBetter: false))
         }
 
         // Allocations per timer scheduled and fired (the timer object and its closure are the
@@ -81,7 +90,9 @@ enum TimerLateness {
             var fired = 0
             let base = CFAbsoluteTimeGetCurrent()
             for _ in 0..<batch {
-                CFRunLoopAddTimer(runLoop, CFRunLoopTimerCreateWithHandler(nil, base, 0, 0, 0) { _ in fired += 1 }, kCFRunLoopDefaultMode)
+                CFRunLoopAddTimer(
+                    runLoop, CFRunLoopTimerCreateWithHandler(nil, base, 0, 0, 0) { _ in fired += 1 },
+                    kCFRunLoopDefaultMode)
             }
             while fired < batch { _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0.05, false) }
         }
@@ -89,10 +100,11 @@ enum TimerLateness {
         let cfBefore = cmalloc_counter_allocations()
         cfOnce()
         let cfAllocations = Double(cmalloc_counter_allocations() - cfBefore) / Double(batch)
-        Report.add(ResultLine(
-            scenario: "lateness", metric: "allocations per timer scheduled + fired", unit: "allocs",
-            ours: Stats([oursAllocations]), comparisonName: "CFRunLoopTimer", comparison: Stats([cfAllocations]),
-            higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "lateness", metric: "allocations per timer scheduled + fired", unit: "allocs",
+                ours: Stats([oursAllocations]), comparisonName: "CFRunLoopTimer", comparison: Stats([cfAllocations]),
+                higherIsBetter: false))
     }
 
     struct Percentiles {

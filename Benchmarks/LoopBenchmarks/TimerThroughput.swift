@@ -17,7 +17,8 @@ enum TimerThroughput {
             let elapsed = nanosecondsPerOperation(count) {
                 let base = ContinuousClock.now
                 for offset in offsets {
-                    loop.add(LoopTimer(fireAt: base + .nanoseconds(offset)) { _ in fired.value += 1 }, forMode: .default)
+                    loop.add(
+                        LoopTimer(fireAt: base + .nanoseconds(offset)) { _ in fired.value += 1 }, forMode: .default)
                 }
                 while fired.value < count { loop.run(.default, for: .seconds(10)) }
             }
@@ -31,7 +32,9 @@ enum TimerThroughput {
             let elapsed = nanosecondsPerOperation(count) {
                 let base = CFAbsoluteTimeGetCurrent()
                 for offset in offsets {
-                    let timer = CFRunLoopTimerCreateWithHandler(nil, base + Double(offset) / 1e9, 0, 0, 0) { _ in fired += 1 }
+                    let timer = CFRunLoopTimerCreateWithHandler(nil, base + Double(offset) / 1e9, 0, 0, 0) { _ in
+                        fired += 1
+                    }
                     CFRunLoopAddTimer(runLoop, timer, kCFRunLoopDefaultMode)
                 }
                 // CF's Linux build never reports its mode empty here (its timerfd counts), so run until all fired.
@@ -40,8 +43,9 @@ enum TimerThroughput {
             precondition(fired == count, "CFRunLoop fired \(fired) of \(count) timers")
             return 1e9 / elapsed
         }
-        Report.add(ResultLine(
-            scenario: "timers", metric: "\(count) random timers scheduled + fired", unit: "timers/s",
-            ours: ours, comparisonName: "CFRunLoopTimer", comparison: theirs, higherIsBetter: true))
+        Report.add(
+            ResultLine(
+                scenario: "timers", metric: "\(count) random timers scheduled + fired", unit: "timers/s",
+                ours: ours, comparisonName: "CFRunLoopTimer", comparison: theirs, higherIsBetter: true))
     }
 }

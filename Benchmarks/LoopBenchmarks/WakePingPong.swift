@@ -13,24 +13,28 @@ enum WakePingPong {
         let roundTrips = scale.pick(100_000, quick: 2_000)
 
         let floor = sample(scale) { nanosecondsPerOperation(roundTrips) { RawPingPong.run(roundTrips) } }
-        Report.add(ResultLine(
-            scenario: "wake", metric: "raw eventfd+epoll ping-pong (the floor)", unit: "ns/rt",
-            ours: floor, comparisonName: nil, comparison: nil, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "wake", metric: "raw eventfd+epoll ping-pong (the floor)", unit: "ns/rt",
+                ours: floor, comparisonName: nil, comparison: nil, higherIsBetter: false))
 
         let blocks = sample(scale) { nanosecondsPerOperation(roundTrips) { LoopBlockPingPong.run(roundTrips) } }
-        Report.add(ResultLine(
-            scenario: "wake", metric: "Loop.perform ping-pong (two sleeping loops)", unit: "ns/rt",
-            ours: blocks, comparisonName: "floor", comparison: floor, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "wake", metric: "Loop.perform ping-pong (two sleeping loops)", unit: "ns/rt",
+                ours: blocks, comparisonName: "floor", comparison: floor, higherIsBetter: false))
 
         let ports = sample(scale) { nanosecondsPerOperation(roundTrips) { PortPingPong.run(roundTrips) } }
-        Report.add(ResultLine(
-            scenario: "wake", metric: "LoopPort ping-pong", unit: "ns/rt",
-            ours: ports, comparisonName: "floor", comparison: floor, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "wake", metric: "LoopPort ping-pong", unit: "ns/rt",
+                ours: ports, comparisonName: "floor", comparison: floor, higherIsBetter: false))
 
         let cf = sample(scale) { nanosecondsPerOperation(roundTrips) { CFPingPong.run(roundTrips) } }
-        Report.add(ResultLine(
-            scenario: "wake", metric: "Loop.perform ping-pong vs CFRunLoopPerformBlock+WakeUp", unit: "ns/rt",
-            ours: blocks, comparisonName: "CF", comparison: cf, higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "wake", metric: "Loop.perform ping-pong vs CFRunLoopPerformBlock+WakeUp", unit: "ns/rt",
+                ours: blocks, comparisonName: "CF", comparison: cf, higherIsBetter: false))
 
         // Throughput: one sender, blocks to a LoopThread.
         let count = scale.pick(1_000_000, quick: 10_000)
@@ -51,27 +55,30 @@ enum WakePingPong {
         }
         thread.shutdown()
         let cfRate = sample(scale) { 1e9 / nanosecondsPerOperation(count) { CFPingPong.throughput(count) } }
-        Report.add(ResultLine(
-            scenario: "wake", metric: "\(count) blocks sent to another thread's loop", unit: "blocks/s",
-            ours: oursRate, comparisonName: "CFRunLoopPerformBlock", comparison: cfRate, higherIsBetter: true))
+        Report.add(
+            ResultLine(
+                scenario: "wake", metric: "\(count) blocks sent to another thread's loop", unit: "blocks/s",
+                ours: oursRate, comparisonName: "CFRunLoopPerformBlock", comparison: cfRate, higherIsBetter: true))
         let queue = DispatchQueue(label: "bench-serial")
         let dispatchRate = sample(scale) {
             let done = DispatchSemaphore(value: 0)
             let counter = PassCounter()
-            return 1e9 / nanosecondsPerOperation(count) {
-                for _ in 0..<count {
-                    queue.async {
-                        counter.value += 1
-                        if counter.value == count { done.signal() }
+            return 1e9
+                / nanosecondsPerOperation(count) {
+                    for _ in 0..<count {
+                        queue.async {
+                            counter.value += 1
+                            if counter.value == count { done.signal() }
+                        }
                     }
+                    done.wait()
                 }
-                done.wait()
-            }
         }
-        Report.add(ResultLine(
-            scenario: "wake", metric: "\(count) blocks sent to another thread's loop", unit: "blocks/s",
-            ours: oursRate, comparisonName: "DispatchQueue.async (serial)", comparison: dispatchRate,
-            higherIsBetter: true))
+        Report.add(
+            ResultLine(
+                scenario: "wake", metric: "\(count) blocks sent to another thread's loop", unit: "blocks/s",
+                ours: oursRate, comparisonName: "DispatchQueue.async (serial)", comparison: dispatchRate,
+                higherIsBetter: true))
     }
 }
 

@@ -28,13 +28,17 @@ Report.json = arguments.contains("--json")
 arguments.removeAll { $0.hasPrefix("--") }
 let unknown = arguments.filter { name in !scenarios.contains { $0.name == name } }
 guard unknown.isEmpty else {
-    print("unknown scenario(s): \(unknown.joined(separator: ", ")); known: \(scenarios.map(\.name).joined(separator: ", "))")
+    print(
+        "unknown scenario(s): \(unknown.joined(separator: ", ")); known: \(scenarios.map(\.name).joined(separator: ", "))"
+    )
     exit(2)
 }
 let selected = arguments.isEmpty ? scenarios : scenarios.filter { arguments.contains($0.name) }
 let scale = Scale(quick: quick)
 if !Report.json {
-    print("LoopBenchmarks — \(ProcessInfo.processInfo.activeProcessorCount) cores, \(scale.repetitions) repetitions after a warm-up; median [min–max]")
+    print(
+        "LoopBenchmarks — \(ProcessInfo.processInfo.activeProcessorCount) cores, \(scale.repetitions) repetitions after a warm-up; median [min–max]"
+    )
 }
 for scenario in selected {
     if !Report.json { print("\n\(scenario.name)") }

@@ -41,7 +41,8 @@ let defaultTimer = LoopTimer(after: .milliseconds(100), interval: .milliseconds(
 loop.add(defaultTimer, forMode: .default)
 
 // A common-mode timer: it fires in every common mode, tracking included.
-let commonTimer = LoopTimer(after: .milliseconds(150), interval: .milliseconds(150), tolerance: .milliseconds(10)) { _ in
+let commonTimer = LoopTimer(after: .milliseconds(150), interval: .milliseconds(150), tolerance: .milliseconds(10)) {
+    _ in
     print("\(stamp())    common-mode timer")
 }
 loop.add(commonTimer, forMode: .common)

@@ -30,11 +30,12 @@ for client in 1...3 {
     DispatchQueue.global().async(group: done) {
         for number in 1...3 {
             let answered = DispatchSemaphore(value: 0)
-            try? requests.send(Request(client: client, number: number) { text in
-                print("  reply → \(text)")
-                replies.add()
-                answered.signal()
-            })
+            try? requests.send(
+                Request(client: client, number: number) { text in
+                    print("  reply → \(text)")
+                    replies.add()
+                    answered.signal()
+                })
             answered.wait()
         }
     }

@@ -67,11 +67,12 @@ struct Main {
 
         // A timer callout of the same loop may touch the actor's state synchronously.
         let fired = AsyncSignal()
-        thread.loop.add(LoopTimer(after: .milliseconds(10)) { _ in
-            let count = device.assumeIsolated { $0.uses() }
-            print("timer on the device thread sees \(count) uses via assumeIsolated")
-            fired.fire()
-        }, forMode: .default)
+        thread.loop.add(
+            LoopTimer(after: .milliseconds(10)) { _ in
+                let count = device.assumeIsolated { $0.uses() }
+                print("timer on the device thread sees \(count) uses via assumeIsolated")
+                fired.fire()
+            }, forMode: .default)
         await fired.wait()
 
         thread.shutdown()  // runs whatever was still queued, then joins

@@ -45,7 +45,9 @@ struct Main {
         print("during the drag: \(endOfDrag - beforeDrag) autosave(s) (the timer was paused)")
         let frames = await animation.value
         print("the animation ticked \(frames) times, tracking or not")
-        print("after the drag: autosave resumed, firing once for the missed points (\(autosaves.load(ordering: .relaxed)) so far)")
+        print(
+            "after the drag: autosave resumed, firing once for the missed points (\(autosaves.load(ordering: .relaxed)) so far)"
+        )
         autosave.invalidate()
         thread.shutdown()
     }

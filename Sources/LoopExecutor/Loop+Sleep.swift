@@ -66,9 +66,11 @@ private final class Sleeper: Sendable {
         let timer = LoopTimer(fireAt: deadline, tolerance: tolerance) { [self] _ in
             finish(with: .success(()))
         }
-        guard let token = loop.addTeardownHandler({ [self] in
-            finish(with: .failure(LoopEndedError(loop: loop.description)))
-        }) else {
+        guard
+            let token = loop.addTeardownHandler({ [self] in
+                finish(with: .failure(LoopEndedError(loop: loop.description)))
+            })
+        else {
             return continuation.resume(throwing: LoopEndedError(loop: loop.description))
         }
         let alreadyDone: Bool = state.withLock { state in

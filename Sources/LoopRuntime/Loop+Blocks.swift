@@ -92,7 +92,9 @@ extension Loop {
             !modes.isEmpty,
             "Loop.perform(after:inModes:_:) was given an empty mode list for the \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
         )
-        let timer = LoopTimer(fireAt: LoopTime.instant(LoopTime.adding(LoopTime.nanoseconds(of: delay), to: waiter.now()))) { _ in
+        let timer = LoopTimer(
+            fireAt: LoopTime.instant(LoopTime.adding(LoopTime.nanoseconds(of: delay), to: waiter.now()))
+        ) { _ in
             block()
         }
         for mode in modes { add(timer, forMode: mode) }

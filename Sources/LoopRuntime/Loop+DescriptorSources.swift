@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension Loop {
@@ -128,7 +128,7 @@ extension Loop {
     ) {
         do {
             try body()
-        } catch where error.errno == EBADF || error.errno == ENOENT {
+        } catch  where error.errno == EBADF || error.errno == ENOENT {
             preconditionFailure(
                 "LoopDescriptorSource: descriptor \(source.descriptor) was closed while it was registered with the \(self) (found when trying to \(action) it: \(error)). Remove or invalidate the source before closing its descriptor (SPEC R53)."
             )

@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLoopRuntimeShims
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A run loop: the event loop of one thread, with CFRunLoop's semantics (`SPEC.md`).
 ///

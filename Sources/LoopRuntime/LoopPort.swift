@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLoopRuntimeShims
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A port to which any thread sends messages, delivered on a loop's thread (SPEC R54) — the
 /// NSPort/NSMachPort idea, backed by an eventfd watched as a descriptor source.

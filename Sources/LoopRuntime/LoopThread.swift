@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A thread that owns a loop and runs it until shut down: the resident thread of the run-loop
 /// literature, serving work sent from other threads (SPEC K).

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A fixed set of ``LoopThread``s handed out round-robin: spread independent work (connections,
 /// sessions, pinned actors) over one loop thread per core.

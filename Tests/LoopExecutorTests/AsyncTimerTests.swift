@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import LoopExecutor
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @Suite("Async timers: sleep, ticks, clock", .serialized)
 struct AsyncTimerTests {

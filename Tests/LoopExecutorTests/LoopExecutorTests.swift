@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import LoopExecutor
 import Synchronization
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @Suite("LoopExecutor (SPEC N1–N4)", .serialized)
 struct LoopExecutorTests {
@@ -106,11 +107,12 @@ struct LoopExecutorTests {
         await actor.call()
         let seen = Trace()
         let fired = DispatchSemaphore(value: 0)
-        thread.loop.add(LoopTimer(after: .milliseconds(1)) { _ in
-            let calls = actor.assumeIsolated { $0.calls }
-            seen.append("calls=\(calls)")
-            fired.signal()
-        }, forMode: .default)
+        thread.loop.add(
+            LoopTimer(after: .milliseconds(1)) { _ in
+                let calls = actor.assumeIsolated { $0.calls }
+                seen.append("calls=\(calls)")
+                fired.signal()
+            }, forMode: .default)
         await fired.waitAsync()
         #expect(seen.text == "calls=1")
     }

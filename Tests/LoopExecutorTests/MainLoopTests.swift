@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SPEC R56 needs the process's main thread, which the test runner keeps, so the checks live in
 /// the `MainLoopChecks` executable (built as a dependency of this target) and run here in a child
@@ -20,7 +21,9 @@ struct MainLoopTests {
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let exitedNormally = (status & 0x7f) == 0
         let exitCode = (status >> 8) & 0xff
-        #expect(exitedNormally && exitCode == 0, "MainLoopChecks failed (status \(status)); run `swift run MainLoopChecks` to see which check")
+        #expect(
+            exitedNormally && exitCode == 0,
+            "MainLoopChecks failed (status \(status)); run `swift run MainLoopChecks` to see which check")
     }
 
     /// `MainLoopChecks` next to the test bundle (same build directory).

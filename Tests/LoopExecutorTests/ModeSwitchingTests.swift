@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import LoopExecutor
-
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
 import Synchronization
 import Testing
+
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @Suite("Async mode switching", .serialized)
 struct ModeSwitchingTests {

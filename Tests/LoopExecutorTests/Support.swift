@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-import LoopExecutor
-
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
 import Dispatch
+import LoopExecutor
 import Synchronization
 import Testing
+
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A thread-safe log.
 final class Trace: @unchecked Sendable {

@@ -64,13 +64,14 @@ struct LoopBlockTests {
         let (loop, waiter) = makeManualLoop()
         let trace = Trace()
         loop.add(keepAliveSource(), forMode: .default)
-        loop.add(LoopObserver(activities: .beforeWaiting, repeats: false) { _, _ in
-            // Queued after step 6 decided to block: the wait must still not sleep.
-            loop.perform(inModes: [.default]) {
-                trace.append("late-block")
-                loop.stop()
-            }
-        }, forMode: .default)
+        loop.add(
+            LoopObserver(activities: .beforeWaiting, repeats: false) { _, _ in
+                // Queued after step 6 decided to block: the wait must still not sleep.
+                loop.perform(inModes: [.default]) {
+                    trace.append("late-block")
+                    loop.stop()
+                }
+            }, forMode: .default)
         let start = waiter.now()
         #expect(loop.run(.default, for: .seconds(10)) == .stopped)
         #expect(trace.text == "late-block")

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SPEC R7, M2: everything but running is safe from any thread; hand-offs wake the loop once.
 @Suite("Loop hand-off from other threads (SPEC R7, M2)")
@@ -61,7 +62,8 @@ struct LoopConcurrencyTests {
                     loop.perform(inModes: [.default]) { blocks.increment() }
                     source.signal()
                     if iteration % 10 == 0 {
-                        let timer = LoopTimer(after: .microseconds(Int64(iteration % 7))) { _ in timersFired.increment() }
+                        let timer = LoopTimer(after: .microseconds(Int64(iteration % 7))) { _ in timersFired.increment()
+                        }
                         loop.add(timer, forMode: .default)
                         if iteration % 20 == 0 { timer.setFireDate(.now) }
                     }

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLoopRuntimeShims
 import Synchronization
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SPEC G (R53, M3): descriptor sources, on real pipes and sockets.
 @Suite("LoopDescriptorSource (SPEC R53, M3)")

@@ -24,9 +24,10 @@ struct LoopObserverTests {
         loop.add(tracing(trace, [.entry, .exit], prefix: "outer:"), forMode: .default)
         loop.add(tracing(trace, [.entry, .exit], prefix: "modal:"), forMode: modal)
         loop.add(keepAliveSource(), forMode: modal)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow) { _ in
-            loop.run(modal, for: .zero)
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow) { _ in
+                loop.run(modal, for: .zero)
+            }, forMode: .default)
         loop.run(.default, for: .seconds(1))
         #expect(trace.text == "outer:E modal:E modal:X outer:X")
     }

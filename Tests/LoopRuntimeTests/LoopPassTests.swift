@@ -10,7 +10,8 @@ struct LoopPassTests {
         let (loop, waiter) = makeManualLoop()
         let trace = Trace()
         loop.add(tracing(trace), forMode: .default)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(10)) { _ in trace.append("timer") }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(10)) { _ in trace.append("timer") }, forMode: .default)
 
         let result = loop.run(.default, for: .seconds(1))
 
@@ -41,10 +42,11 @@ struct LoopPassTests {
         let trace = Trace()
         let source = LoopSource { trace.append("source") }
         loop.add(source, forMode: .default)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow) { _ in
-            trace.append("timer")
-            loop.perform(inModes: [.default]) { trace.append("block-from-timer") }
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow) { _ in
+                trace.append("timer")
+                loop.perform(inModes: [.default]) { trace.append("block-from-timer") }
+            }, forMode: .default)
         loop.perform(inModes: [.default]) {
             trace.append("block1")
             loop.perform(inModes: [.default]) { trace.append("block-from-block") }
@@ -113,7 +115,8 @@ struct LoopPassTests {
         loop.add(tracing(trace, [.beforeWaiting, .afterWaiting, .beforeSources]), forMode: .default)
         let source = LoopSource { trace.append("perform") }
         loop.add(source, forMode: .default)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in trace.append("timer") }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in trace.append("timer") }, forMode: .default)
         source.signal()
         // Pass 1 performs and polls (no BW/AW); pass 2 waits for the timer; then only the
         // never-again-signalled source is left, until the deadline.

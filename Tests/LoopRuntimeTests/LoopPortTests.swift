@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SPEC R54: message ports.
 @Suite("LoopPort (SPEC R54)")
@@ -16,7 +17,10 @@ struct LoopPortTests {
         let perSender = Self.messagesPerSender
         let thread = try LoopThread(name: "port-consumer")
         defer { thread.shutdown() }
-        struct Message: Sendable { let sender: Int; let sequence: Int }
+        struct Message: Sendable {
+            let sender: Int
+            let sequence: Int
+        }
         let lastSeen = Locked<[Int]>(Array(repeating: -1, count: 4))
         let outOfOrder = Counter()
         let received = Counter()

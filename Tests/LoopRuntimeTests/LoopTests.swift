@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SPEC A, B, J: loops and threads, run entry points and results, stop and wake-up.
 @Suite("Loop")
@@ -132,11 +133,13 @@ struct LoopTests {
         let (loop, waiter) = makeManualLoop()
         let trace = Trace()
         loop.add(keepAliveSource(), forMode: .default)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in
-            waiter.advance(by: .seconds(2))  // a 2 s callout in a 10 ms run
-            trace.append("long")
-        }, forMode: .default)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in trace.append("second") }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in
+                waiter.advance(by: .seconds(2))  // a 2 s callout in a 10 ms run
+                trace.append("long")
+            }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in trace.append("second") }, forMode: .default)
         let start = waiter.now()
         #expect(loop.run(.default, for: .milliseconds(10)) == .timedOut)
         // Both timers were collected before the first callout and fired in that pass.
@@ -198,9 +201,10 @@ struct LoopTests {
         let trace = Trace()
         loop.add(keepAliveSource(), forMode: .common)
         loop.addCommonMode("tracking")
-        loop.add(LoopObserver(activities: [.entry, .exit]) { _, activity in
-            trace.append("\(activity)@\(loop.currentMode.map(\.rawValue) ?? "nil")")
-        }, forMode: .common)
+        loop.add(
+            LoopObserver(activities: [.entry, .exit]) { _, activity in
+                trace.append("\(activity)@\(loop.currentMode.map(\.rawValue) ?? "nil")")
+            }, forMode: .common)
         _ = waiter
         loop.run(.default, for: .milliseconds(3))
         loop.run("tracking", for: .zero)
@@ -214,16 +218,17 @@ struct LoopTests {
         let inner: Loop.Mode = "inner"
         loop.add(keepAliveSource(), forMode: .default)
         loop.add(keepAliveSource(), forMode: inner)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(1)) { _ in
-            trace.append("outer:\(loop.currentMode!)")
-            loop.perform(inModes: [inner]) {
-                trace.append("inner:\(loop.currentMode!)")
-                loop.stop()  // stops the inner run only (SPEC R66)
-            }
-            let result = loop.run(inner, for: .seconds(1))
-            trace.append("nested:\(result)")
-            trace.append("back:\(loop.currentMode!)")
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(1)) { _ in
+                trace.append("outer:\(loop.currentMode!)")
+                loop.perform(inModes: [inner]) {
+                    trace.append("inner:\(loop.currentMode!)")
+                    loop.stop()  // stops the inner run only (SPEC R66)
+                }
+                let result = loop.run(inner, for: .seconds(1))
+                trace.append("nested:\(result)")
+                trace.append("back:\(loop.currentMode!)")
+            }, forMode: .default)
         #expect(loop.run(.default, for: .milliseconds(5)) == .timedOut)
         #expect(trace.text == "outer:default inner:inner nested:stopped back:default")
         #expect(loop.currentMode == nil)
@@ -259,10 +264,11 @@ struct LoopTests {
         #expect(loop.run(.default, for: .milliseconds(1)) == .timedOut)
 
         let trace = Trace()
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(1)) { _ in
-            loop.perform(inModes: [.default]) { loop.stop() }
-            trace.append("nested:\(loop.run(.default, for: .seconds(1)))")
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(1)) { _ in
+                loop.perform(inModes: [.default]) { loop.stop() }
+                trace.append("nested:\(loop.run(.default, for: .seconds(1)))")
+            }, forMode: .default)
         // The stop happens inside the nested run (the innermost level); the outer run times out.
         #expect(loop.run(.default, for: .milliseconds(5)) == .timedOut)
         #expect(trace.text == "nested:stopped")
@@ -330,9 +336,10 @@ struct LoopTests {
         // the first blocking wait does not advance the virtual clock.
         let start = waiter.now()
         let trace = Trace()
-        loop.add(LoopObserver(activities: .afterWaiting) { _, _ in
-            trace.append("AW+\((waiter.now() - start) / 1_000_000)ms")
-        }, forMode: .default)
+        loop.add(
+            LoopObserver(activities: .afterWaiting) { _, _ in
+                trace.append("AW+\((waiter.now() - start) / 1_000_000)ms")
+            }, forMode: .default)
         #expect(loop.run(.default, for: .milliseconds(50)) == .timedOut)
         #expect(trace.text == "AW+0ms AW+50ms")
     }
@@ -365,12 +372,16 @@ struct LoopTests {
     func waitingAndCurrentModeInCallouts() {
         let (loop, waiter) = makeManualLoop()
         let seen = Trace()
-        loop.add(LoopObserver(activities: .allActivities) { _, activity in
-            seen.append("\(activity):\(loop.isWaiting):\(loop.currentMode!)")
-        }, forMode: .default)
+        loop.add(
+            LoopObserver(activities: .allActivities) { _, activity in
+                seen.append("\(activity):\(loop.isWaiting):\(loop.currentMode!)")
+            }, forMode: .default)
         loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(1)) { _ in }, forMode: .default)
         loop.run(.default, for: .seconds(1))
-        #expect(seen.text == "E:false:default BT:false:default BS:false:default BW:false:default AW:false:default X:false:default")
+        #expect(
+            seen.text
+                == "E:false:default BT:false:default BS:false:default BW:false:default AW:false:default X:false:default"
+        )
         #expect(loop.currentMode == nil)
     }
 

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SPEC R5 and the no-leak policy: thread-exit teardown and descriptors.
 @Suite("Thread exit and descriptors (SPEC R5)")
@@ -87,7 +88,9 @@ struct LoopTimeTests {
         let after = LoopTime.now()
         let converted = LoopTime.nanoseconds(of: instant)
         #expect(before <= converted && converted <= after)
-        #expect(LoopTime.instant(converted) == instant || LoopTime.nanoseconds(of: LoopTime.instant(converted)) == converted)
+        #expect(
+            LoopTime.instant(converted) == instant || LoopTime.nanoseconds(of: LoopTime.instant(converted)) == converted
+        )
     }
 
     @Test("Durations convert to whole nanoseconds and saturate")

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SPEC E: timers. Virtual time unless the rule is about another thread.
 @Suite("LoopTimer (SPEC R32–R44)")
@@ -51,9 +52,10 @@ struct LoopTimerTests {
         let (loop, waiter) = makeManualLoop()
         let start = waiter.now()
         let fires = Trace()
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in
-            fires.append("fired@\((waiter.now() - start) / 1_000_000)")
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in
+                fires.append("fired@\((waiter.now() - start) / 1_000_000)")
+            }, forMode: .default)
         loop.add(keepAliveSource(), forMode: "other")
         #expect(loop.run("other", for: .milliseconds(20)) == .timedOut)
         #expect(fires.text == "")
@@ -80,11 +82,13 @@ struct LoopTimerTests {
         let (loop, waiter) = makeManualLoop()
         let fires = Trace()
         loop.add(tracing(fires, .beforeTimers), forMode: .default)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(1)) { _ in
-            fires.append("first")
-            waiter.advance(by: .milliseconds(10))
-        }, forMode: .default)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in fires.append("second") }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(1)) { _ in
+                fires.append("first")
+                waiter.advance(by: .milliseconds(10))
+            }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(5)) { _ in fires.append("second") }, forMode: .default)
         loop.run(.default, for: .seconds(1))
         #expect(fires.text == "BT first BT second")
     }
@@ -128,11 +132,12 @@ struct LoopTimerTests {
         let t0 = waiter.now()
         let fires = Trace()
         let calls = Counter()
-        loop.add(LoopTimer(fireAt: LoopTime.instant(t0), interval: .milliseconds(100)) { _ in
-            fires.append("\((waiter.now() - t0) / 1_000_000)")
-            if calls.increment() == 1 { waiter.advance(by: .milliseconds(350)) }
-            if calls.count == 3 { loop.stop() }
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: LoopTime.instant(t0), interval: .milliseconds(100)) { _ in
+                fires.append("\((waiter.now() - t0) / 1_000_000)")
+                if calls.increment() == 1 { waiter.advance(by: .milliseconds(350)) }
+                if calls.count == 3 { loop.stop() }
+            }, forMode: .default)
         loop.run(.default)
         #expect(fires.text == "0 400 500")
     }
@@ -143,14 +148,15 @@ struct LoopTimerTests {
         let start = waiter.now()
         let fires = Trace()
         let calls = Counter()
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(100), interval: .milliseconds(100)) { timer in
-            fires.append("\((waiter.now() - start) / 1_000_000)")
-            switch calls.increment() {
-            case 1: timer.setFireDate(waiter.virtualNow + .milliseconds(250))  // later: kept (350)
-            case 2: timer.setFireDate(waiter.virtualNow - .milliseconds(50))  // earlier: R37 (450)
-            default: loop.stop()
-            }
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(100), interval: .milliseconds(100)) { timer in
+                fires.append("\((waiter.now() - start) / 1_000_000)")
+                switch calls.increment() {
+                case 1: timer.setFireDate(waiter.virtualNow + .milliseconds(250))  // later: kept (350)
+                case 2: timer.setFireDate(waiter.virtualNow - .milliseconds(50))  // earlier: R37 (450)
+                default: loop.stop()
+                }
+            }, forMode: .default)
         loop.run(.default)
         #expect(fires.text == "100 350 450")
     }
@@ -203,9 +209,10 @@ struct LoopTimerTests {
         loop.add(later, forMode: .default)
         loop.add(moved, forMode: .default)
         let wakes = Trace()
-        loop.add(LoopObserver(activities: .afterWaiting) { _, _ in
-            wakes.append("\((waiter.now() - start) / 1_000_000)")
-        }, forMode: .default)
+        loop.add(
+            LoopObserver(activities: .afterWaiting) { _, _ in
+                wakes.append("\((waiter.now() - start) / 1_000_000)")
+            }, forMode: .default)
         let waits = Counter()
         waiter.duringWait.withLock {
             $0 = { _ in
@@ -248,10 +255,11 @@ struct LoopTimerTests {
         loop.add(keepAliveSource(), forMode: .default)
         let adder = try PlatformThread.spawn {
             _ = eventually { loop.isWaiting }
-            loop.add(LoopTimer(after: .milliseconds(20)) { _ in
-                trace.append("fired")
-                loop.stop()
-            }, forMode: .default)
+            loop.add(
+                LoopTimer(after: .milliseconds(20)) { _ in
+                    trace.append("fired")
+                    loop.stop()
+                }, forMode: .default)
         }
         let started = ContinuousClock.now
         #expect(loop.run(.default, for: .seconds(30)) == .stopped)
@@ -283,11 +291,12 @@ struct LoopTimerTests {
         let fired = Counter()
         let nestedResults = Trace()
         loop.add(keepAliveSource(), forMode: .default)
-        loop.add(LoopTimer(fireAt: waiter.virtualNow, interval: .milliseconds(1)) { _ in
-            guard fired.increment() == 1 else { return loop.stop() }
-            // Ten interval lengths pass inside this callout; the nested run must not re-fire it.
-            nestedResults.append("\(loop.run(.default, for: .milliseconds(10)))")
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow, interval: .milliseconds(1)) { _ in
+                guard fired.increment() == 1 else { return loop.stop() }
+                // Ten interval lengths pass inside this callout; the nested run must not re-fire it.
+                nestedResults.append("\(loop.run(.default, for: .milliseconds(10)))")
+            }, forMode: .default)
         #expect(loop.run(.default) == .stopped)
         #expect(nestedResults.text == "timedOut")
         #expect(fired.count == 2)
@@ -299,15 +308,18 @@ struct LoopTimerTests {
         let start = waiter.now()
         let fires = Trace()
         let base = waiter.virtualNow
-        loop.add(LoopTimer(fireAt: base + .milliseconds(10), tolerance: .milliseconds(20)) { _ in
-            fires.append("a@\((waiter.now() - start) / 1_000_000)")
-        }, forMode: .default)
-        loop.add(LoopTimer(fireAt: base + .milliseconds(25), tolerance: .milliseconds(10)) { _ in
-            fires.append("b@\((waiter.now() - start) / 1_000_000)")
-        }, forMode: .default)
-        loop.add(LoopTimer(fireAt: base + .milliseconds(100)) { _ in
-            fires.append("c@\((waiter.now() - start) / 1_000_000)")
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: base + .milliseconds(10), tolerance: .milliseconds(20)) { _ in
+                fires.append("a@\((waiter.now() - start) / 1_000_000)")
+            }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: base + .milliseconds(25), tolerance: .milliseconds(10)) { _ in
+                fires.append("b@\((waiter.now() - start) / 1_000_000)")
+            }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: base + .milliseconds(100)) { _ in
+                fires.append("c@\((waiter.now() - start) / 1_000_000)")
+            }, forMode: .default)
         loop.run(.default, for: .seconds(1))
         // a may fire in [10, 30], b in [25, 35]: one wake-up at 30 fires both; c on its own.
         #expect(fires.text == "a@30 b@30 c@100")
@@ -326,9 +338,10 @@ struct LoopTimerTests {
         let (loop, waiter) = makeManualLoop()
         let start = waiter.now()
         let fires = Trace()
-        loop.add(LoopTimer(fireAt: waiter.virtualNow + .milliseconds(10), tolerance: .milliseconds(5)) { _ in
-            fires.append("\((waiter.now() - start) / 1_000_000)")
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(10), tolerance: .milliseconds(5)) { _ in
+                fires.append("\((waiter.now() - start) / 1_000_000)")
+            }, forMode: .default)
         loop.run(.default, for: .seconds(1))
         #expect(fires.text == "15")  // as late as allowed, not before 10
     }
@@ -338,9 +351,10 @@ struct LoopTimerTests {
         let loop = try makeEpollLoop()
         let fireDate = ContinuousClock.now + .milliseconds(20)
         let firedAt = Locked<ContinuousClock.Instant?>(nil)
-        loop.add(LoopTimer(fireAt: fireDate, tolerance: .milliseconds(5)) { _ in
-            firedAt.withLock { $0 = .now }
-        }, forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: fireDate, tolerance: .milliseconds(5)) { _ in
+                firedAt.withLock { $0 = .now }
+            }, forMode: .default)
         #expect(loop.run(.default, for: .seconds(30)) == .finished)
         let fired = try #require(firedAt.withLock { $0 })
         #expect(fired >= fireDate)

@@ -12,8 +12,9 @@ struct TimerHeapTests {
         return TimerHeap.Entry(fireDate: date, sequence: sequence, generation: timer.generation, timer: timer)
     }
 
-    @Test("R35 popDue yields live due entries in (date, sequence) order, in small and bulk batches",
-          arguments: [10, 5_000, 50_000])
+    @Test(
+        "R35 popDue yields live due entries in (date, sequence) order, in small and bulk batches",
+        arguments: [10, 5_000, 50_000])
     func popDueOrder(count: Int) {
         var generator = SystemRandomNumberGenerator()
         var heap = TimerHeap()
@@ -42,7 +43,9 @@ struct TimerHeapTests {
         #expect(heap.earliestFireDate() == rest.map(\.date).min())
         var remaining: [TimerHeap.Entry] = []
         heap.popDue(asOf: .max, into: &remaining)
-        #expect(remaining.map(\.sequence) == rest.sorted { ($0.date, $0.sequence) < ($1.date, $1.sequence) }.map(\.sequence))
+        #expect(
+            remaining.map(\.sequence) == rest.sorted { ($0.date, $0.sequence) < ($1.date, $1.sequence) }.map(\.sequence)
+        )
         remaining.forEach(TimerHeap.release)
         #expect(heap.liveCount == 0)
     }
@@ -50,7 +53,10 @@ struct TimerHeapTests {
     @Test("R43 the wake deadline is the earliest latest-fire time among live entries")
     func wakeDeadline() {
         var heap = TimerHeap()
-        let a = timer(), b = timer(), c = timer(), stale = timer()
+        let a = timer()
+        let b = timer()
+        let c = timer()
+        let stale = timer()
         heap.push(entry(a, 10, tolerance: 20, sequence: 1))  // [10, 30]
         heap.push(entry(b, 25, tolerance: 10, sequence: 2))  // [25, 35]
         heap.push(entry(c, 100, sequence: 3))

@@ -4,14 +4,15 @@
 // an executable of their own. `swift test` runs it (MainLoopTests spawns it) and so does .ci/run.
 // Each check prints its name; any failure exits with status 1.
 
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLoopRuntimeShims
 import Dispatch
 import LoopExecutor
 import LoopRuntime
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 nonisolated(unsafe) var failures = 0  // main thread only
 
@@ -55,7 +56,8 @@ keepAlive.invalidate()
 let waits = Atomic<Int>(0)
 let counter = LoopObserver(activities: .beforeWaiting) { _, _ in waits.wrappingAdd(1, ordering: .relaxed) }
 loop.add(counter, forMode: .default)
-var cpuBefore = 0.0, cpuAfter = 0.0
+var cpuBefore = 0.0
+var cpuAfter = 0.0
 cloop_thread_cpu_microseconds(&cpuBefore)
 let idle = loop.run(.default, for: .milliseconds(300))
 cloop_thread_cpu_microseconds(&cpuAfter)
@@ -76,7 +78,8 @@ do {
 } catch {
     check("Loop.runMain did not throw", false)
 }
-check("Loop.runMain runs async work, main-actor work and mode switches", trace.all.suffix(2) == ["run-main", "switched"])
+check(
+    "Loop.runMain runs async work, main-actor work and mode switches", trace.all.suffix(2) == ["run-main", "switched"])
 
 print(failures == 0 ? "all main-loop checks passed" : "\(failures) main-loop check(s) failed")
 exit(failures == 0 ? 0 : 1)

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where loops live: the main loop, and each other thread's loop in a pthread key whose destructor

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLoopRuntimeShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A joinable POSIX thread running a closure.
 ///

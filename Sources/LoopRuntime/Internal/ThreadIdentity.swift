@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLoopRuntimeShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The identity of the thread a loop belongs to, with what error messages need to name it.
 struct ThreadIdentity: @unchecked Sendable {

@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLoopRuntimeShims
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The Linux waiter: one epoll instance watching an eventfd (wake-ups), a timerfd (the next
 /// deadline, absolute on `CLOCK_BOOTTIME`) and the descriptors of descriptor sources.
