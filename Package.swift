@@ -15,6 +15,9 @@ let package = Package(
         .executable(name: "TrackingMode", targets: ["TrackingMode"]),
         .executable(name: "StallDetector", targets: ["StallDetector"]),
         .executable(name: "MainLoop", targets: ["MainLoop"]),
+        .executable(name: "ExitAndReentry", targets: ["ExitAndReentry"]),
+        .executable(name: "PassHooks", targets: ["PassHooks"]),
+        .executable(name: "ModalRun", targets: ["ModalRun"]),
         .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
     ],
     targets: [
@@ -24,7 +27,7 @@ let package = Package(
         .target(name: "LoopExecutor", dependencies: ["LoopRuntime"]),
         .executableTarget(
             name: "LoopDemo",
-            dependencies: ["LoopRuntime"],
+            dependencies: ["LoopRuntime", "LoopExecutor"],
             path: "Examples/LoopDemo"
         ),
         .executableTarget(
@@ -47,6 +50,10 @@ let package = Package(
             path: "Examples/StallDetector"),
         .executableTarget(
             name: "MainLoop", dependencies: ["LoopRuntime", "LoopExecutor"], path: "Examples/MainLoop"),
+        .executableTarget(
+            name: "ExitAndReentry", dependencies: ["LoopRuntime"], path: "Examples/ExitAndReentry"),
+        .executableTarget(name: "PassHooks", dependencies: ["LoopRuntime"], path: "Examples/PassHooks"),
+        .executableTarget(name: "ModalRun", dependencies: ["LoopRuntime"], path: "Examples/ModalRun"),
         // Allocation counting (malloc interposed in the benchmark executable only), thread CPU usage.
         .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
         // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.

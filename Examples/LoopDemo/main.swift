@@ -1,68 +1,72 @@
-// LoopDemo — a tour of the LoopRuntime engine in one thread.
-//
-// A default-mode timer and a common-mode timer tick while the loop runs the default mode. The
-// loop then leaves and re-enters in a "tracking" mode (the classic "user is scrolling" mode):
-// the default-mode timer pauses, the common-mode timer keeps going. An observer prints each run's
-// entry and exit and how long the loop slept.
+// LoopDemo — LoopRuntime in one minute: an actor pinned to a loop thread, awaited ticks of a loop
+// timer, the loop's activity as an async stream, and a mode switch from async code.
 //
 //   swift run LoopDemo
 
+import LoopExecutor
 import LoopRuntime
 
-let tracking: Loop.Mode = "tracking"
-let loop = Loop.current
-let start = ContinuousClock.now
+/// An actor whose jobs run on the loop thread, inside the loop's passes.
+actor Counter: LoopActor {
+    nonisolated let loopExecutor: LoopExecutor
+    private var count = 0
+    init(thread: LoopThread) { loopExecutor = thread.executor }
 
-func stamp() -> String {
-    let elapsed = ContinuousClock.now - start
-    let milliseconds = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
-    let text = String(milliseconds)
-    return String(repeating: " ", count: max(0, 5 - text.count)) + text + " ms"
-}
-
-// "tracking" joins the common set, so items added to .common run in it too (SPEC R62).
-loop.addCommonMode(tracking)
-
-// An observer of the common modes: entry, exit, and the waits between passes.
-let observer = LoopObserver(activities: [.entry, .exit, .beforeWaiting]) { _, activity in
-    let mode = Loop.current.currentMode?.rawValue ?? "?"
-    switch activity {
-    case .entry: print("\(stamp())  ▶ enter \(mode)")
-    case .exit: print("\(stamp())  ◀ exit \(mode)")
-    default: print("\(stamp())      … \(mode): nothing to do, sleeping until the next timer")
+    func increment() -> Int {
+        precondition(loopExecutor.loop.isCurrentThread)  // always the loop's thread
+        count += 1
+        return count
     }
 }
-loop.add(observer, forMode: .common)
 
-// A default-mode timer: it only fires while the loop runs .default (SPEC R34).
-let defaultTimer = LoopTimer(after: .milliseconds(100), interval: .milliseconds(100)) { _ in
-    print("\(stamp())    default-mode timer")
-}
-loop.add(defaultTimer, forMode: .default)
+@main
+struct LoopDemo {
+    static func main() async throws {
+        let thread = try LoopThread(name: "demo")
+        let loop = thread.loop
 
-// A common-mode timer: it fires in every common mode, tracking included.
-let commonTimer = LoopTimer(after: .milliseconds(150), interval: .milliseconds(150), tolerance: .milliseconds(10)) {
-    _ in
-    print("\(stamp())    common-mode timer")
-}
-loop.add(commonTimer, forMode: .common)
+        // 1. Stream the loop's activity: how long each pass ran, from waking to sleeping again.
+        let trace = Task {
+            var passes = 0
+            for await event in loop.activities([.afterWaiting, .beforeWaiting, .entry]) {
+                if event.activity == .entry { print("  [activity] the loop entered \(event.mode)") }
+                if event.activity == .afterWaiting { passes += 1 }
+            }
+            return passes
+        }
 
-// Switch modes by leaving the run and re-entering in another mode.
-for (mode, milliseconds) in [(Loop.Mode.default, 350), (tracking, 350), (.default, 250)] {
-    let result = loop.run(mode, for: .milliseconds(milliseconds))
-    print("\(stamp())  run(\(mode)) returned .\(result)\n")
-}
+        // 2. An actor pinned to the loop thread, called from this task.
+        let counter = Counter(thread: thread)
+        print("counter → \(await counter.increment()), \(await counter.increment())")
 
-// Work sent from another thread wakes the sleeping loop by itself (SPEC M2).
-let sender = Task.detached {
-    try? await Task.sleep(for: .milliseconds(50))
-    loop.perform(inModes: [.default]) {
-        print("\(stamp())    block from another thread — stopping the loop")
-        loop.stop()
+        // 3. Await ticks of a loop timer (mode-aware, with tolerance; no backlog if we are slow).
+        var ticks = 0
+        for await tick in loop.ticks(every: .milliseconds(20), tolerance: .milliseconds(2)) {
+            ticks += 1
+            print("tick \(ticks) (missed \(tick.missed)); counter → \(await counter.increment())")
+            if ticks == 3 { break }
+        }
+
+        // 4. Switch the loop's mode from async code: default-mode timers pause meanwhile, while
+        //    common-mode work (our actors, in "tracking" too once it is common) keeps running.
+        loop.addCommonMode("tracking")
+        let saves = Counter(thread: thread)
+        let autosave = LoopTimer(after: .milliseconds(5), interval: .milliseconds(5)) { _ in
+            Task { await _ = saves.increment() }
+        }
+        loop.add(autosave, forMode: .default)
+        try await loop.withMode("tracking") {
+            let before = await saves.increment()
+            try await Task.sleep(for: .milliseconds(50))
+            print(
+                "in \(loop.currentMode!): the default-mode timer paused (\(await saves.increment() - before - 1) saves)"
+            )
+        }
+        try await Task.sleep(for: .milliseconds(20))
+        print("back in \(loop.currentMode!): saves resumed (\(await saves.increment()) so far)")
+        autosave.invalidate()
+
+        thread.shutdown()  // runs what was queued, ends the activity stream, joins the thread
+        print("the loop made \(await trace.value) passes after waiting")
     }
 }
-let result = loop.run(.default, for: .seconds(5))
-print("\(stamp())  run(default) returned .\(result)")
-_ = sender
-defaultTimer.invalidate()
-commonTimer.invalidate()

@@ -4,7 +4,7 @@ extension Loop {
     /// Leaves the mode the loop runs and re-enters it in `mode` — the immediate switch — and returns
     /// once the loop has entered it.
     ///
-    /// The loop must be driven by a ``LoopRuntime/LoopDriver`` (every ``LoopRuntime/LoopThread``
+    /// The loop must be driven by a `LoopDriver` (every `LoopThread`
     /// is). The current run call is stopped and the driver re-enters in `mode`: items of the old mode
     /// freeze, items of both keep running, common items follow (SPEC R34, R63). The call returns
     /// when the first pass in `mode` has started (or when the drive ends first).

@@ -11,7 +11,7 @@ extension Loop {
     /// - Parameters:
     ///   - duration: How long to sleep, on `ContinuousClock`.
     ///   - tolerance: How late the wake-up may be, so the loop can coalesce wake-ups.
-    ///   - modes: The modes in which the timer fires; defaults to ``Loop/Mode/common``.
+    ///   - modes: The modes in which the timer fires; defaults to `Loop.Mode.common`.
     /// - Throws: `CancellationError` if the task is (or gets) cancelled; ``LoopEndedError`` if the
     ///   loop's thread ends first.
     /// - Important: Safe from any task.
@@ -128,7 +128,7 @@ public struct LoopClock: Clock, Sendable {
     /// One nanosecond: the timerfd's resolution.
     public var minimumResolution: Duration { .nanoseconds(1) }
 
-    /// Sleeps until `deadline` on the loop's timers (see ``LoopRuntime/Loop/sleep(until:tolerance:modes:)``).
+    /// Sleeps until `deadline` on the loop's timers (see `Loop.sleep(until:tolerance:modes:)`).
     ///
     /// - Throws: `CancellationError` or ``LoopEndedError``.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {

@@ -62,7 +62,7 @@ extension Loop {
     ///
     /// - Parameters:
     ///   - activities: The activities to report.
-    ///   - modes: The modes to observe; defaults to ``Loop/Mode/common``.
+    ///   - modes: The modes to observe; defaults to `Loop.Mode.common`.
     ///   - buffering: The buffer size and drop policy; defaults to keeping the newest 1,024.
     /// - Important: Safe from any thread. Iterate from one task at a time.
     public func activities(
@@ -76,7 +76,7 @@ extension Loop {
 }
 
 /// The activities of a loop as an async sequence; see
-/// ``LoopRuntime/Loop/activities(_:in:buffering:)``.
+/// `Loop.activities(_:in:buffering:)`.
 ///
 /// - Important: Safe from any thread; each iterator belongs to one task.
 public struct LoopActivities: AsyncSequence, Sendable {

@@ -6,7 +6,7 @@
 /// A `LoopExecutor` is a `SerialExecutor` (an actor whose `unownedExecutor` is this executor runs
 /// on the loop's thread) and a `TaskExecutor` (`withTaskExecutorPreference(executor)` runs
 /// nonisolated async code on the loop's thread). Its jobs run in step 4 of a pass whose mode is one
-/// of the executor's ``modes`` — by default ``Loop/Mode/common`` — in enqueue order (SPEC N1). One
+/// of the executor's ``modes`` — by default `Loop.Mode.common` — in enqueue order (SPEC N1). One
 /// pass runs the jobs that were queued when the step began; jobs they enqueue run in the next pass,
 /// so timers, observers and sources are never starved (N2). Running jobs counts as handling a
 /// source (SPEC R15). A nested run started inside a job never runs jobs of the same executor, which
@@ -21,13 +21,13 @@
 /// identity, so `MyActor.assumeIsolated { … }` works inside timer, source, port and observer
 /// callouts of the loop.
 ///
-/// **Shutdown policy.** Stopping a ``LoopThread`` runs every job enqueued before the stop. Enqueueing
+/// **Shutdown policy.** Stopping a `LoopThread` runs every job enqueued before the stop. Enqueueing
 /// on an executor whose loop's thread has ended is a programmer error that traps with a message
 /// naming the loop: the job could never run and its task would stay suspended forever.
 ///
-/// Get executors with ``LoopRuntime/Loop/executor`` or ``LoopRuntime/Loop/executor(modes:)``
+/// Get executors with `Loop.executor` or `Loop.executor(modes:)`
 /// (shared: actors on the same loop and modes then switch without a hop), or
-/// ``LoopRuntime/LoopThread/executor``.
+/// `LoopThread.executor`.
 ///
 /// - Important: Safe from any thread. Jobs run on the loop's thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable, CustomStringConvertible {
@@ -37,14 +37,14 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     public let loop: Loop
     private var queue: LoopJobQueue!
 
-    /// Creates an executor of its own on `loop`. Prefer ``LoopRuntime/Loop/executor(modes:)``,
+    /// Creates an executor of its own on `loop`. Prefer `Loop.executor(modes:)`,
     /// which shares one executor per loop and mode list.
     ///
     /// The executor stays registered with its loop (and alive) until the loop's thread ends.
     ///
     /// - Parameters:
     ///   - loop: The loop whose thread runs the jobs.
-    ///   - modes: The modes in which jobs run; must not be empty. Defaults to ``Loop/Mode/common``.
+    ///   - modes: The modes in which jobs run; must not be empty. Defaults to `Loop.Mode.common`.
     public init(loop: Loop, modes: [Loop.Mode] = [.common]) {
         self.loop = loop
         // The queue keeps the executor alive (a job must never find its executor gone) until the

@@ -20,7 +20,7 @@ extension Loop {
     /// - Parameters:
     ///   - interval: The period; must be greater than zero.
     ///   - tolerance: How late a tick may be; clamped to half the interval (SPEC R43).
-    ///   - modes: The modes in which the timer fires; defaults to ``Loop/Mode/common``.
+    ///   - modes: The modes in which the timer fires; defaults to `Loop.Mode.common`.
     /// - Important: Safe from any thread. Iterate from one task at a time.
     public func ticks(
         every interval: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common]
@@ -41,7 +41,7 @@ public struct LoopTick: Sendable, Hashable {
     public let missed: Int
 }
 
-/// The ticks of a repeating loop timer; see ``LoopRuntime/Loop/ticks(every:tolerance:modes:)``.
+/// The ticks of a repeating loop timer; see `Loop.ticks(every:tolerance:modes:)`.
 ///
 /// - Important: Safe from any thread; each iterator belongs to one task.
 public struct LoopTicks: AsyncSequence, Sendable {
