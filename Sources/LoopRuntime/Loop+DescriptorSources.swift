@@ -111,8 +111,10 @@ extension Loop {
 
     /// Stops watching the source's descriptor. Lock held.
     private func deregister(_ source: LoopDescriptorSource) {
-        checkedControl(source, "remove") { () throws(LoopSystemError) in
-            try waiter.deregister(source.descriptor)
+        if source.isWatching {  // a paused source is not in the epoll set any more
+            checkedControl(source, "remove") { () throws(LoopSystemError) in
+                try waiter.deregister(source.descriptor)
+            }
         }
         state.descriptorSources.removeValue(forKey: source.token)
         state.pausedDescriptorSources.removeAll { $0 === source }
@@ -150,13 +152,14 @@ extension Loop {
         }
     }
 
-    /// Before a wait in `mode`: watch again the sources of `mode` that were paused. Lock held.
+    /// Before a wait in `mode`: watch again the sources of `mode` that were paused (re-added to the
+    /// epoll set; `EBADF` then means the descriptor was closed while registered). Lock held.
     func resumeWatching(in mode: ModeState) {
         guard !state.pausedDescriptorSources.isEmpty else { return }
         state.pausedDescriptorSources.removeAll { source in
             guard source.modes.contains(mode) else { return false }
             checkedControl(source, "watch") { () throws(LoopSystemError) in
-                try waiter.modify(source.descriptor, events: source.events.epollFlags, token: source.token)
+                try waiter.register(source.descriptor, events: source.events.epollFlags, token: source.token)
             }
             source.isWatching = true
             return true
@@ -175,8 +178,10 @@ extension Loop {
                 source.pendingEvents.formUnion(LoopDescriptorSource.Events(epollFlags: flags))
                 relevant = true
             } else {
+                // Paused by leaving the epoll set: a registration with no events would still report
+                // EPOLLHUP/EPOLLERR (the kernel always adds them) and make the wait spin.
                 checkedControl(source, "pause") { () throws(LoopSystemError) in
-                    try waiter.modify(source.descriptor, events: 0, token: source.token)
+                    try waiter.deregister(source.descriptor)
                 }
                 source.isWatching = false
                 state.pausedDescriptorSources.append(source)

@@ -112,7 +112,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     @exclusivity(unchecked) var modes = ModeList()
     /// The epoll token while registered with the bound loop's waiter; 0 when not registered.
     @exclusivity(unchecked) var token: UInt64 = 0
-    /// Registered and not paused.
+    /// In the waiter's epoll set (registered and not paused).
     @exclusivity(unchecked) var isWatching = false
     /// Readiness reported by the last wait and not yet performed.
     @exclusivity(unchecked) var pendingEvents: Events = []

@@ -98,6 +98,30 @@ struct LoopDescriptorSourceTests {
         #expect(trace.text == "E BT BS BW AW performed:1 X")
     }
 
+    @Test("R53 a hung-up descriptor of another mode does not make the wait spin")
+    func hangUpInAnotherMode() throws {
+        let loop = try makeEpollLoop()
+        let pipe = Pipe()
+        defer { _ = Glibc.close(pipe.reader) }
+        let performed = Counter()
+        let source = LoopDescriptorSource(descriptor: pipe.reader, events: .readable) { source, _ in
+            performed.increment()
+            source.invalidate()
+        }
+        try loop.add(source, forMode: .default)
+        loop.add(keepAliveSource(), forMode: "other")
+        _ = Glibc.close(pipe.writer)  // EPOLLHUP from now on
+        var before = 0.0
+        var after = 0.0
+        cloop_thread_cpu_microseconds(&before)
+        #expect(loop.run("other", for: .milliseconds(200)) == .timedOut)
+        cloop_thread_cpu_microseconds(&after)
+        #expect(after - before < 100_000, "the wait spun: \(Int(after - before)) µs of CPU in 200 ms")
+        #expect(performed.count == 0)
+        loop.run(.default, for: .seconds(10), returnAfterSourceHandled: true)
+        #expect(performed.count == 1)  // watched again (re-added) in its own mode
+    }
+
     @Test("R53 a descriptor source in several modes and in .common; removal stops the watching")
     func modesAndRemoval() throws {
         let (loop, waiter) = makeManualLoop()
