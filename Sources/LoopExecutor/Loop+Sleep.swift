@@ -29,6 +29,7 @@ extension Loop {
     public func sleep(
         until deadline: ContinuousClock.Instant, tolerance: Duration = .zero, modes: [Mode] = [.common]
     ) async throws {
+        precondition(!modes.isEmpty, "Loop.sleep: the mode list is empty, so the timer could never fire.")
         try Task.checkCancellation()
         let sleeper = Sleeper()
         try await withTaskCancellationHandler {
@@ -54,7 +55,8 @@ private final class Sleeper: Sendable {
     private enum State {
         case idle
         case waiting(UnsafeContinuation<Void, any Error>, LoopTimer, Loop, UInt64)
-        case done
+        /// Finished — with the outcome, if it came before the sleep even started waiting.
+        case done(Result<Void, any Error>?)
     }
 
     private let state = Locked(State.idle)
@@ -73,14 +75,15 @@ private final class Sleeper: Sendable {
         else {
             return continuation.resume(throwing: LoopEndedError(loop: loop.description))
         }
-        let alreadyDone: Bool = state.withLock { state in
-            guard case .idle = state else { return true }  // cancelled before it started
+        let early: Result<Void, any Error>?? = state.withLock { state in
+            // Cancelled, or the loop ended, before the sleep started waiting.
+            if case .done(let outcome) = state { return .some(outcome) }
             state = .waiting(continuation, timer, loop, token)
-            return false
+            return nil
         }
-        if alreadyDone {
+        if let early {
             loop.removeTeardownHandler(token)
-            return continuation.resume(throwing: CancellationError())
+            return continuation.resume(with: early ?? .failure(CancellationError()))
         }
         for mode in modes { loop.add(timer, forMode: mode) }
     }
@@ -88,11 +91,16 @@ private final class Sleeper: Sendable {
     func finish(with result: Result<Void, any Error>) {
         let waiting: (UnsafeContinuation<Void, any Error>, LoopTimer, Loop, UInt64)? = state.withLock {
             state in
-            defer { state = .done }
-            if case .waiting(let continuation, let timer, let loop, let token) = state {
+            switch state {
+            case .waiting(let continuation, let timer, let loop, let token):
+                state = .done(nil)
                 return (continuation, timer, loop, token)
+            case .idle:
+                state = .done(result)  // `start` resumes with it
+                return nil
+            case .done:
+                return nil
             }
-            return nil
         }
         guard let (continuation, timer, loop, token) = waiting else { return }
         timer.invalidate()  // removes it from the loop at once (a no-op after it fired)

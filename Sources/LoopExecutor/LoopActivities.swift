@@ -71,6 +71,7 @@ extension Loop {
         buffering: LoopActivityBuffering = .dropOldest(capacity: 1024)
     ) -> LoopActivities {
         precondition(buffering.capacity > 0, "Loop.activities: the buffer capacity must be positive.")
+        precondition(!modes.isEmpty, "Loop.activities: the mode list is empty, so nothing would be observed.")
         return LoopActivities(loop: self, activities: activities, modes: modes, buffering: buffering)
     }
 }

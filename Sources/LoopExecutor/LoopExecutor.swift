@@ -60,6 +60,12 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         }
     }
 
+    /// Unregisters an executor that was never handed out (it lost a race to be a loop's shared
+    /// executor).
+    func retire() {
+        queue.retire()
+    }
+
     /// The modes in which the jobs run.
     public var modes: [Loop.Mode] { queue.modes }
 
@@ -125,7 +131,7 @@ extension Loop {
     /// - Parameter modes: The modes in which the jobs run; must not be empty.
     /// - Important: Safe from any thread.
     public func executor(modes: [Mode]) -> LoopExecutor {
-        attachment(for: modes) { LoopExecutor(loop: self, modes: modes) }
+        attachment(for: modes, make: { LoopExecutor(loop: self, modes: modes) }, discard: { $0.retire() })
     }
 }
 

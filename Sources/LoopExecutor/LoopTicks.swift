@@ -26,6 +26,7 @@ extension Loop {
         every interval: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common]
     ) -> LoopTicks {
         precondition(interval > .zero, "Loop.ticks(every:): the interval must be positive, got \(interval).")
+        precondition(!modes.isEmpty, "Loop.ticks(every:): the mode list is empty, so the timer could never fire.")
         return LoopTicks(loop: self, interval: interval, tolerance: tolerance, modes: modes)
     }
 }

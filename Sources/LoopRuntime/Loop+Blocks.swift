@@ -102,14 +102,19 @@ extension Loop {
     }
 
     /// The modes in which queued blocks and executor jobs can run (`.common` counts as
-    /// `.default`), without repeats. For an orderly shutdown that runs every accepted block and job.
-    func modesWithQueuedWork() -> [Mode] {
+    /// `.default`), without repeats — or, when there is none, closes the executors' queues in the
+    /// same locked step and returns none. For an orderly shutdown that runs every accepted block
+    /// and job and then refuses more jobs.
+    func modesWithQueuedWorkOrSeal() -> [Mode] {
         lock.withLock {
             var modes: [Mode] = []
             let targets =
                 state.blocks.map(\.modes) + state.jobQueues.filter(\.hasJobs).map { BlockModes($0.modes) }
             for target in targets where !modes.contains(target.representative) {
                 modes.append(target.representative)
+            }
+            if modes.isEmpty {
+                for queue in state.jobQueues { queue.close() }
             }
             return modes
         }

@@ -99,14 +99,17 @@ extension Loop {
             // SPEC R10: a missing or empty mode returns at once, with no entry or exit.
             guard !state.isTornDown, let modeState = state.existingMode(mode), !state.isEmpty(modeState)
             else { return nil }
+            if state.runLevels.isEmpty {
+                // SPEC M4: a wake-up sent while the loop was not running is discarded. Done under
+                // the lock, before the level is visible, so that a wakeUp() that sees the run is
+                // never erased.
+                state.wakeUpPending = false
+                sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+            }
             state.runLevels.append(RunLevelRecord(mode: modeState))
             return (modeState, state.runLevels.count - 1)
         }
         guard let (modeState, depth) = entered else { return .finished }
-        if depth == 0 {
-            // SPEC M4: a wake-up sent while the loop was not running is discarded.
-            sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
-        }
         let run = RunContext(
             mode: modeState, deadline: deadline, zeroTimeout: zeroTimeout,
             returnAfterSourceHandled: returnAfterSourceHandled, depth: depth)

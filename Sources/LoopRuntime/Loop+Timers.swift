@@ -73,7 +73,7 @@ extension Loop {
                 mode == .common
                 ? state.commonModes.compactMap { state.modes[$0] } : [state.modes[mode]].compactMap { $0 }
             return modes.compactMap { $0.timerHeap.earliestFireDate() }.min().map(LoopTime.instant)
-        }
+        }  // entries it pruned are released by the mode's next pass (TimerHeap's graveyard)
     }
 
     /// The number of timers in `mode` (for ``Mode/common``: the number of common timers). A timer
@@ -193,10 +193,14 @@ extension Loop {
         var due = scratch.dueTimers
         scratch.dueTimers = []
         // SPEC R35: collected first, then fired in ascending fire date, ties in add order.
-        lock.withLock {
-            guard !run.mode.timerHeap.isEmpty else { return }
-            run.mode.timerHeap.popDue(asOf: waiter.now(), into: &due)
+        let dead: [TimerHeap.Entry] = lock.withLock {
+            if !run.mode.timerHeap.isEmpty {
+                run.mode.timerHeap.popDue(asOf: waiter.now(), into: &due)
+            }
+            return run.mode.timerHeap.takeGraveyard()
         }
+        // Released outside the lock: a timer's last release may run user code (see TimerHeap).
+        for entry in dead { TimerHeap.release(entry) }
         if !due.isEmpty {
             for entry in due {
                 fire(entry, poppedFrom: run.mode)

@@ -48,10 +48,19 @@ extension Loop {
             return
         }
         let now = waiter.now()
+        // A notification that arrived while the loop was awake has done its job if its work is
+        // recorded: the locked check below sees that work. Clearing it first means work already
+        // consumed in this pass does not cost an empty pass later.
+        consumeNotification()
         let mayBlock: Bool = lock.withLock {
             // SPEC M10: never sleep with work for this mode queued (it may have arrived during
-            // the observers of step 7). Executor queues are told the loop is about to sleep in a
-            // mode they can run in before they are checked (see LoopJobQueue).
+            // the observers of step 7), nor with a wake-up or stop request pending (SPEC R67,
+            // R68). Executor queues are told the loop is about to sleep in a mode they can run in
+            // before they are checked (see LoopJobQueue).
+            if state.wakeUpPending || state.runLevels[run.depth].stopRequested {
+                state.wakeUpPending = false
+                return false
+            }
             if state.hasBlocks(for: run.mode) || state.hasSignalledSources(in: run.mode) {
                 return false
             }
@@ -98,9 +107,10 @@ extension Loop {
         }
         lock.withLock {
             state.sleepingMode = nil
+            state.wakeUpPending = false  // this wait has ended: a wake-up asked for no more
             if events.deadlineExpired { state.armedDeadline = LoopState.needsArming }
             for queue in state.jobQueues where queue.matches(run.mode) {
-                queue.loopSleepsInMyMode.store(false, ordering: .relaxed)
+                queue.loopSleepsInMyMode.store(false, ordering: .sequentiallyConsistent)
             }
         }
     }

@@ -66,12 +66,10 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         // A loop reaches deinit only when no thread holds it as its current loop; release the
         // descriptors and break the item ↔ mode reference cycles without calling out (there is no
         // `self` to hand to a cancel callback any more).
-        lock.withLock {
-            if !state.isTornDown { _ = detachEverything() }
-        }
+        var detached = lock.withLock { state.isTornDown ? DetachedItems() : detachEverything() }
+        detached.release()
         waiter.close()
     }
-
     // MARK: - Getting loops
 
     /// The calling thread's loop, created on first use (SPEC R1); on the main thread, ``main``
@@ -169,7 +167,23 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     ///
     /// - Important: Safe from any thread.
     public func wakeUp() {
-        if lock.withLock({ !state.runLevels.isEmpty }) { notifyLoop() }
+        let running = lock.withLock {
+            guard !state.runLevels.isEmpty else { return false }
+            state.wakeUpPending = true
+            return true
+        }
+        if running { notifyLoop() }
+    }
+
+    /// Stops the run call at `depth` (1 for the outermost), not necessarily the innermost one: a
+    /// ``LoopDriver`` stops its own run this way, leaving nested runs alone.
+    func stopRunLevel(_ depth: Int) {
+        let found = lock.withLock {
+            guard depth >= 1, depth <= state.runLevels.count else { return false }
+            state.runLevels[depth - 1].stopRequested = true
+            return true
+        }
+        if found { notifyLoop() }
     }
 
     // MARK: - Preconditions
@@ -186,40 +200,38 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
 
     /// Thread-exit teardown (SPEC R5): detach every item (sources get their cancel callback once
     /// per mode and stay valid; descriptor sources stop being watched), drop queued blocks, close
-    /// the loop's own descriptors. Called on the exiting
-    /// thread by the registry's pthread key destructor.
+    /// the loop's own descriptors. Called on the exiting thread by the registry's pthread key
+    /// destructor.
     func tearDown() {
         // Executors of this loop refuse jobs from now on (their queues close in detachEverything;
         // the shutdown policy: a trap, never a task suspended forever).
-        let (cancels, descriptorSources, handlers) = lock.withLock {
-            () -> ([(LoopSource, Mode)], [LoopDescriptorSource], [@Sendable () -> Void]) in
-            guard !state.isTornDown else { return ([], [], []) }
-            let descriptorSources = Array(state.descriptorSources.values)
-            let handlers = state.teardownHandlers.sorted { $0.key < $1.key }.map(\.value)
-            state.teardownHandlers.removeAll()
-            return (detachEverything(), descriptorSources, handlers)
+        var detached = lock.withLock { () -> DetachedItems in
+            guard !state.isTornDown else { return DetachedItems() }
+            return detachEverything()
         }
-        for (source, mode) in cancels {
+        for (source, mode) in detached.cancels {
             source.cancelHandler?(self, mode)
         }
-        for source in descriptorSources {
+        for source in detached.descriptorSources {
             source.onTeardown?()
         }
-        for handler in handlers {
+        for handler in detached.teardownHandlers {
             handler()
         }
+        detached.release()
         waiter.close()
     }
 
-    /// Empties every mode and marks the loop torn down. Returns the cancel callbacks to make.
-    /// Lock held; nothing is running (teardown happens when the thread exits, deinit when nothing
-    /// refers to the loop), so every timer is in its modes' heaps.
-    private func detachEverything() -> [(LoopSource, Mode)] {
+    /// Empties every mode and marks the loop torn down. Lock held; nothing is running (teardown
+    /// happens when the thread exits, deinit when nothing refers to the loop), so every timer is in
+    /// its modes' heaps. Everything whose last release could run user code (closures, sources,
+    /// observers, timers, executors) is moved into the result, to be released after unlocking.
+    private func detachEverything() -> DetachedItems {
         state.isTornDown = true
-        var cancels: [(LoopSource, Mode)] = []
+        var detached = DetachedItems()
         for modeState in state.modes.values {
             for source in modeState.sources.values {
-                cancels.append((source, modeState.mode))
+                detached.cancels.append((source, modeState.mode))
             }
             for entry in modeState.timerHeap.entries {
                 entry.timer.modes.removeAll()
@@ -227,14 +239,16 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
             for observer in modeState.observers {
                 observer.memberships.removeAll()
             }
+            detached.objects.append(contentsOf: modeState.observers as [AnyObject])
+            detached.timerEntries.append(contentsOf: modeState.timerHeap.removeAll())
             modeState.sources.removeAll()
-            modeState.timerHeap.removeAll()
             modeState.timerCount = 0
             modeState.observers.removeAll()
             modeState.recomputeObserverActivities()
         }
         // Descriptor sources: the epoll instance is about to close, which drops its registrations.
-        for source in state.descriptorSources.values {
+        detached.descriptorSources = Array(state.descriptorSources.values)
+        for source in detached.descriptorSources {
             source.modes.removeAll()
             source.token = 0
             source.isWatching = false
@@ -247,19 +261,46 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         state.readyDescriptorSources.removeAll()
         state.commonDescriptorSources.removeAll()
         let id = ObjectIdentifier(self)
-        for (source, _) in cancels {
+        for (source, _) in detached.cancels {
             source.withRegistrations { _ = $0.removeValue(forKey: id) }
         }
         for timer in state.commonTimers.values { timer.isCommonItem = false }
+        detached.objects.append(contentsOf: state.commonTimers.values.map { $0 as AnyObject })
+        detached.objects.append(contentsOf: state.commonSources.values.map { $0 as AnyObject })
+        detached.objects.append(contentsOf: state.commonObservers as [AnyObject])
+        detached.objects.append(contentsOf: state.signalledSources as [AnyObject])
+        detached.objects.append(contentsOf: Array(state.attachments.values))
+        detached.blocks = state.blocks
         state.commonTimers.removeAll()
         state.commonSources.removeAll()
         state.commonObservers.removeAll()
         state.blocks.removeAll()
         state.signalledSources.removeAll()
         for queue in state.jobQueues { queue.close() }
+        detached.objects.append(contentsOf: state.jobQueues as [AnyObject])
         state.jobQueues.removeAll()
         state.attachments.removeAll()
+        if let driver = state.driver { detached.objects.append(driver) }
         state.driver = nil
-        return cancels
+        detached.teardownHandlers = state.teardownHandlers.sorted { $0.key < $1.key }.map(\.value)
+        state.teardownHandlers.removeAll()
+        return detached
+    }
+}
+
+/// What `detachEverything` took off a torn-down loop: callbacks to make, and objects and closures
+/// to release — all after the loop's lock is released, because they may run user code.
+struct DetachedItems {
+    var cancels: [(LoopSource, Loop.Mode)] = []
+    var descriptorSources: [LoopDescriptorSource] = []
+    var teardownHandlers: [@Sendable () -> Void] = []
+    var timerEntries: [TimerHeap.Entry] = []
+    var blocks: [QueuedBlock] = []  // dropped unrun (SPEC R5)
+    var objects: [AnyObject] = []
+
+    /// Gives back the timer entries' retains and drops everything else. Lock not held.
+    mutating func release() {
+        for entry in timerEntries { TimerHeap.release(entry) }
+        self = DetachedItems()
     }
 }

@@ -46,9 +46,13 @@ public final class LoopDriver: Sendable {
         // Catches a switch or stop that arrived while no run call was in progress (a stop is then
         // forgotten, SPEC R66): at the next entry or wait of a driven mode, it stops the run.
         guardian = LoopObserver(activities: [.entry, .beforeWaiting], order: .max) { _, _ in
-            let (wanted, stop, depth) = state.withLock { ($0.mode, $0.stopRequested, $0.depth) }
-            guard loop.runDepth == depth else { return }  // a nested run: not the driver's
-            if stop || loop.currentMode != wanted { loop.stop() }
+            let (wanted, stop, depth, driving) = state.withLock {
+                ($0.mode, $0.stopRequested, $0.depth, $0.isDriving)
+            }
+            // Only the driver's own run level, and only while it drives (not nested runs, not
+            // runs of the loop made after the drive ended).
+            guard driving, loop.runDepth == depth else { return }
+            if stop || loop.currentMode != wanted { loop.stopRunLevel(depth) }
         }
     }
 
@@ -73,13 +77,19 @@ public final class LoopDriver: Sendable {
         loop.registerDriver(self)
         defer {
             loop.unregisterDriver(self)
-            // Nobody will enter a mode for the waiting switches any more: release them.
-            let abandoned: [@Sendable () -> Void] = state.withLock { state in
+            // Nobody will enter a mode for the waiting switches any more: release them. And the
+            // driver's items leave the loop, so that later runs of it behave as without a driver.
+            let (abandoned, visited): ([@Sendable () -> Void], Set<Loop.Mode>) = state.withLock { state in
                 state.isDriving = false
                 state.stopRequested = false  // the driver can be run again
                 let callbacks = state.entered.map(\.callback)
                 state.entered.removeAll()
-                return callbacks
+                defer { state.keptAlive.removeAll() }
+                return (callbacks, state.keptAlive)
+            }
+            for mode in visited {
+                loop.remove(keepAlive, forMode: mode)
+                loop.remove(guardian, forMode: mode)
             }
             for callback in abandoned { callback() }
         }
@@ -113,8 +123,7 @@ public final class LoopDriver: Sendable {
             return changed
         }
         if changed {
-            loop.stop()
-            loop.wakeUp()
+            stopOwnRun()
         } else if entered != nil {
             serveEntered(mode)  // already in that mode
         }
@@ -138,14 +147,14 @@ public final class LoopDriver: Sendable {
     /// - Important: Safe from any thread.
     public func stop() {
         state.withLock { $0.stopRequested = true }
-        loop.stop()
-        loop.wakeUp()
+        stopOwnRun()
     }
 
-    /// Removes the driver's keep-alive items from the loop (after ``run()`` returned).
-    func removeKeepAlive() {
-        keepAlive.invalidate()
-        guardian.invalidate()
+    /// Stops the driver's own run call — not a nested run started inside it, which ends on its own
+    /// terms; the driver's run ends when control comes back to it.
+    private func stopOwnRun() {
+        let (driving, depth) = state.withLock { ($0.isDriving, $0.depth) }
+        if driving && depth > 0 { loop.stopRunLevel(depth) }
     }
 }
 

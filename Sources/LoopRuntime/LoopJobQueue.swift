@@ -106,6 +106,13 @@ public final class LoopJobQueue: @unchecked Sendable {
         return true
     }
 
+    /// Closes the queue and removes it from its loop (for a queue that lost a race to be the
+    /// loop's shared one; it never had jobs).
+    public func retire() {
+        close()
+        loop.unregister(self)
+    }
+
     /// The loop's thread ended: refuse further jobs.
     func close() {
         lock.withLock {
@@ -133,6 +140,10 @@ extension Loop {
         if closed { queue.close() }
     }
 
+    func unregister(_ queue: LoopJobQueue) {
+        lock.withLock { state.jobQueues.removeAll { $0 === queue } }
+    }
+
     /// Step 4, second half: run the executor jobs of the mode (SPEC N1–N3).
     func runExecutorJobs(_ run: RunContext) -> Bool {
         let queues = lock.withLock { state.jobQueues }
@@ -152,15 +163,20 @@ extension Loop {
     ///
     /// - Important: Safe from any thread.
     @_spi(LoopExecutorSupport)
-    public func attachment<Object: AnyObject & Sendable>(for key: [Mode], make: () -> Object) -> Object {
-        // `make` runs outside the lock (it may register a job queue, which takes it).
+    public func attachment<Object: AnyObject & Sendable>(
+        for key: [Mode], make: () -> Object, discard: (Object) -> Void = { _ in }
+    ) -> Object {
+        // `make` runs outside the lock (it may register a job queue, which takes it). When two
+        // threads race, the loser's object is handed to `discard`.
         if let existing = lock.withLock({ state.attachments[key] }) as? Object { return existing }
         let made = make()
-        return lock.withLock {
+        let winner: Object = lock.withLock {
             if let existing = state.attachments[key] as? Object { return existing }
             if !state.isTornDown { state.attachments[key] = made }
             return made
         }
+        if winner !== made { discard(made) }
+        return winner
     }
 }
 

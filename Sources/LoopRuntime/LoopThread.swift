@@ -195,12 +195,16 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             guard state.phase == .running else { throw .shutDown(thread: name) }
             let timerBox = TimerBox()
             let timer = loop.perform(after: delay, inModes: modes) {
-                if let timer = timerBox.timer {
-                    core.state.withLock { _ = $0.delayed.removeValue(forKey: ObjectIdentifier(timer)) }
+                // The box is read under the same lock its writer holds, so a timer that fires at
+                // once still finds itself.
+                core.state.withLock { state in
+                    if let timer = timerBox.timer { state.delayed.removeValue(forKey: ObjectIdentifier(timer)) }
                 }
                 block()
             }
             timerBox.timer = timer
+            // Forget the performs that were cancelled (their timers invalidated) meanwhile.
+            state.delayed = state.delayed.filter { $0.value.isValid }
             state.delayed[ObjectIdentifier(timer)] = timer
             return timer
         }
@@ -259,14 +263,14 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         core.started.signal()
 
         driver.run()
-        driver.removeKeepAlive()
 
         // Orderly end: every block and executor job accepted before the shutdown runs, in a pass of
-        // one of its modes.
+        // one of its modes. The executors' queues close in the same locked step that finds no work
+        // left, so a job enqueued after that traps (the policy) instead of being dropped.
         // (A block that re-queues itself forever is cut off after 10,000 rounds; what is left then
         // is dropped with the loop at thread exit, SPEC R5.)
         var rounds = 0
-        while case let modes = loop.modesWithQueuedWork(), !modes.isEmpty, rounds < 10_000 {
+        while case let modes = loop.modesWithQueuedWorkOrSeal(), !modes.isEmpty, rounds < 10_000 {
             for mode in modes { loop.run(mode, for: .zero) }
             rounds += 1
         }
@@ -284,8 +288,9 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
 
 /// Lets a delayed perform's block find its own timer.
 private final class TimerBox: @unchecked Sendable {
-    // Written once, under the LoopThread's state lock, before the timer can fire.
-    var timer: LoopTimer?
+    // Written and read under the LoopThread's state lock. Weak: the timer's handler owns the box,
+    // so a strong reference would be a cycle that keeps the timer and the user's block forever.
+    weak var timer: LoopTimer?
 }
 
 /// Why a ``LoopThread`` refused work.

@@ -355,6 +355,23 @@ struct LoopTests {
         #expect(trace.text == "E BT BS BW AW X")
     }
 
+    @Test("M4 work handed over and consumed within a pass does not cost an empty pass later")
+    func consumedNotificationIsNotReplayed() {
+        let (loop, waiter) = makeManualLoop()
+        let trace = Trace()
+        loop.add(tracing(trace, [.beforeWaiting, .afterWaiting]), forMode: .default)
+        loop.add(keepAliveSource(), forMode: .default)
+        loop.add(
+            LoopTimer(fireAt: waiter.virtualNow + .milliseconds(1)) { _ in
+                trace.append("timer")
+                // Handed over after the wait (step 10); it runs at step 11 of this same pass.
+                loop.perform(inModes: [.default]) { trace.append("block") }
+            }, forMode: .default)
+        #expect(loop.run(.default, for: .milliseconds(10)) == .timedOut)
+        #expect(trace.text == "BW AW timer block BW AW")
+        #expect(waiter.blockingWaits == 2)
+    }
+
     @Test("M4 a late eventfd write is recognized as stale and the loop sleeps on")
     func lateEventfdWriteIsStale() throws {
         let loop = try makeEpollLoop()

@@ -103,6 +103,8 @@ final class LoopState {
 
     /// The run levels, innermost last (SPEC R18).
     @exclusivity(unchecked) var runLevels: [RunLevelRecord] = []
+    /// `wakeUp()` was called while the loop was running: the next wait must not block (SPEC R68).
+    @exclusivity(unchecked) var wakeUpPending = false
 
     /// While the loop is blocked in its wait: the mode it waits in and the run's deadline, so another
     /// thread that moves a timer of that mode can re-arm the wait (SPEC R41, M7).

@@ -34,7 +34,7 @@ final class ModeState {
     }
 
     deinit {
-        timerHeap.removeAll()
+        for entry in timerHeap.removeAll() { TimerHeap.release(entry) }
     }
 
     /// R10: no sources and no timers (blocks are checked by the loop; observers never count).

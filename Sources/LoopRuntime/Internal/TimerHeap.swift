@@ -9,9 +9,12 @@
 /// difference between cache-resident and cache-missing heaps at a million timers.
 ///
 /// Entries are plain data: the timer reference is `unowned(unsafe)` and each entry owns one
-/// retain of its timer, taken in `push` and given back when the entry is dropped (or handed to
-/// the caller of `popDue`, who must call `release(_:)`). Moving and sorting entries therefore
-/// costs no reference counting at all.
+/// retain of its timer, taken in `push`. Moving and sorting entries therefore costs no reference
+/// counting at all. A dropped entry's retain is *not* given back on the spot: the heap is used with
+/// its loop's lock held, and the last release of a timer runs user code (its closure's captures'
+/// `deinit`), which might call back into the loop and deadlock on that lock. Dropped entries go to
+/// a graveyard that the loop empties after unlocking (`takeGraveyard`); entries handed out by
+/// `popDue` are released by the caller, also outside the lock.
 ///
 /// Taking the due timers pops them in firing order (O(k log n) for k due timers, no sort), and
 /// finding the coalesced wake-up time is O(k) in the number of timers inside the first tolerance
@@ -41,6 +44,8 @@ struct TimerHeap {
     private(set) var entries: [Entry] = []
     /// How many of `entries` are known to be stale.
     private var staleCount = 0
+    /// Dropped entries whose retains still have to be given back, outside the lock.
+    private var graveyard: [Entry] = []
 
     /// No entries at all, live or stale.
     var isEmpty: Bool { entries.isEmpty }
@@ -60,11 +65,21 @@ struct TimerHeap {
         Unmanaged.passUnretained(entry.timer).release()
     }
 
-    /// Drops every entry.
-    mutating func removeAll() {
-        for entry in entries { Self.release(entry) }
+    /// Removes every entry; the caller releases the returned ones (outside the lock).
+    mutating func removeAll() -> [Entry] {
+        let removed = entries + graveyard
         entries.removeAll()
+        graveyard.removeAll()
         staleCount = 0
+        return removed
+    }
+
+    /// The dropped entries not yet released; the caller releases them (outside the lock).
+    @inline(__always)
+    mutating func takeGraveyard() -> [Entry] {
+        guard !graveyard.isEmpty else { return [] }
+        defer { graveyard = [] }
+        return graveyard
     }
 
     /// Records that one entry of this heap went stale (its timer's generation moved on).
@@ -84,7 +99,7 @@ struct TimerHeap {
                         buffer.swapAt(kept, index)
                         kept += 1
                     } else {
-                        Self.release(buffer[index])
+                        graveyard.append(buffer[index])
                     }
                 }
             }
@@ -96,7 +111,7 @@ struct TimerHeap {
         while let root = entries.first, !root.isLive {
             staleCount -= 1
             removeRoot()
-            Self.release(root)
+            graveyard.append(root)
         }
     }
 
@@ -136,7 +151,7 @@ struct TimerHeap {
                     due.append(root)
                 } else {
                     staleCount -= 1
-                    Self.release(root)
+                    graveyard.append(root)
                 }
             }
             return
@@ -147,7 +162,7 @@ struct TimerHeap {
         entries.withUnsafeMutableBufferPointer { buffer in
             for index in buffer.indices {
                 guard !mayBeStale || buffer[index].isLive else {
-                    Self.release(buffer[index])
+                    graveyard.append(buffer[index])
                     continue
                 }
                 if buffer[index].fireDate <= now {
