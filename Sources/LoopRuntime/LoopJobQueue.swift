@@ -15,6 +15,8 @@ import Synchronization
 /// is awake costs a lock, an append and one atomic load.
 ///
 /// - Important: Safe from any thread.
+// @unchecked Sendable: the job buffers are guarded by `lock`, `isRunning` is loop-thread only (see
+// the comment inside), everything else is immutable or atomic.
 @_spi(LoopExecutorSupport)
 public final class LoopJobQueue: @unchecked Sendable {
     // Thread-safety: `loop` and `modes` are immutable; `pending`, `spare`, `isClosed` are guarded

@@ -7,6 +7,7 @@ import CLoopRuntimeShims
 /// critical section of the engine is visible to it. (`Synchronization.Mutex` takes its contended
 /// path in uninstrumented standard-library code, which makes the sanitizer report races on data
 /// that is in fact guarded.) Never call out to user code while holding one.
+// @unchecked Sendable: the word is only read and written by the C lock functions' atomics.
 @usableFromInline
 struct RawLock: @unchecked Sendable {
     // The word is only touched through the C lock functions.
@@ -56,6 +57,7 @@ final class LoopLock: Sendable {
 ///
 /// The lock is visible to the thread sanitizer (see ``RawLock``). Values taken out of it must be
 /// safe to use on the thread that takes them (Sendable, or handed over under the lock).
+// @unchecked Sendable: `value` is only touched with `lock` held.
 @_spi(LoopExecutorSupport)
 public final class Locked<Value>: @unchecked Sendable {
     // `value` is only touched inside `withLock`. Inlinable, so that clients in other modules get
