@@ -15,10 +15,8 @@ import Synchronization
 /// is awake costs a lock, an append and one atomic load.
 ///
 /// - Important: Safe from any thread.
-// @unchecked Sendable: the job buffers are guarded by `lock`, `isRunning` is loop-thread only (see
-// the comment inside), everything else is immutable or atomic.
 @_spi(LoopExecutorSupport)
-public final class LoopJobQueue: @unchecked Sendable {
+public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `lock`; see below
     // Thread-safety: `loop` and `modes` are immutable; `pending`, `spare`, `isClosed` are guarded
     // by `lock`; `runJob` is read on the loop's thread and cleared under `lock` at close, after
     // which the loop never runs the queue; `isRunning` is touched only on the loop's thread; `loopSleepsInMyMode` is

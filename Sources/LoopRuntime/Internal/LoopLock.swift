@@ -7,9 +7,8 @@ import CLoopRuntimeShims
 /// critical section of the engine is visible to it. (`Synchronization.Mutex` takes its contended
 /// path in uninstrumented standard-library code, which makes the sanitizer report races on data
 /// that is in fact guarded.) Never call out to user code while holding one.
-// @unchecked Sendable: the word is only read and written by the C lock functions' atomics.
 @usableFromInline
-struct RawLock: @unchecked Sendable {
+struct RawLock: @unchecked Sendable {  // the word is only touched by the C lock's atomics
     // The word is only touched through the C lock functions.
     @usableFromInline let word: UnsafeMutablePointer<UInt32>
 
@@ -57,9 +56,8 @@ final class LoopLock: Sendable {
 ///
 /// The lock is visible to the thread sanitizer (see ``RawLock``). Values taken out of it must be
 /// safe to use on the thread that takes them (Sendable, or handed over under the lock).
-// @unchecked Sendable: `value` is only touched with `lock` held.
 @_spi(LoopExecutorSupport)
-public final class Locked<Value>: @unchecked Sendable {
+public final class Locked<Value>: @unchecked Sendable {  // `value` only touched with `lock` held
     // `value` is only touched inside `withLock`. Inlinable, so that clients in other modules get
     // specialized code (a generic, unspecialized lock costs value-witness calls on every use).
     @usableFromInline let lock = LoopLock()
