@@ -78,19 +78,6 @@ extension Loop {
 
     // MARK: - Internals
 
-    /// Lock held.
-    private func bind(_ source: LoopDescriptorSource) -> Bool {
-        let outcome: BindOutcome = source.withShared {
-            guard source.valid.load(ordering: .relaxed) else { return .invalid }
-            return BindOutcome.bind(&$0.isBound, &$0.loop, to: self)
-        }
-        return outcome.proceed(item: "LoopDescriptorSource", rule: "R53", into: self)
-    }
-
-    private func isBound(_ source: LoopDescriptorSource) -> Bool {
-        source.withShared { $0.loop === self }
-    }
-
     /// Starts watching the source's descriptor. Lock held.
     private func register(_ source: LoopDescriptorSource) throws(LoopSystemError) {
         let token = state.nextDescriptorToken

@@ -53,20 +53,6 @@ extension Loop {
         }
     }
 
-    /// Binds `observer` to this loop on first add; traps if it belongs to another (SPEC M6).
-    /// Returns false for an invalid observer. Lock held.
-    private func bind(_ observer: LoopObserver) -> Bool {
-        let outcome: BindOutcome = observer.withShared {
-            guard observer.valid.load(ordering: .relaxed) else { return .invalid }
-            return BindOutcome.bind(&$0.isBound, &$0.loop, to: self)
-        }
-        return outcome.proceed(item: "LoopObserver", rule: "R26", into: self)
-    }
-
-    private func isBound(_ observer: LoopObserver) -> Bool {
-        observer.withShared { $0.loop === self }
-    }
-
     /// Adds a membership in notification order (SPEC R25). Lock held.
     func insert(_ observer: LoopObserver, into modeState: ModeState) {
         guard !observer.memberships.contains(where: { $0 === modeState }) else { return }

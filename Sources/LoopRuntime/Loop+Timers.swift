@@ -10,7 +10,7 @@ extension Loop {
     /// - Complexity: O(log n) in the number of timers of each mode.
     public func add(_ timer: LoopTimer, forMode mode: Mode) {
         lock.withLock {
-            guard !state.isTornDown, bind(timer) else { return }
+            guard !state.isTornDown, bindTimer(timer) else { return }
             if mode == .common {
                 guard state.commonTimers.updateValue(timer, forKey: ObjectIdentifier(timer)) == nil
                 else { return }
@@ -89,23 +89,15 @@ extension Loop {
 
     // MARK: - Internals
 
-    /// Binds `timer` to this loop on first add and gives it its sequence number; traps if it
-    /// belongs to another loop (SPEC M6). Returns false for an invalid timer. Lock held.
-    private func bind(_ timer: LoopTimer) -> Bool {
-        let outcome: BindOutcome = timer.withShared {
-            guard $0.isValid else { return .invalid }
-            return BindOutcome.bind(&$0.isBound, &$0.loop, to: self)
-        }
-        guard outcome.proceed(item: "LoopTimer", rule: "R33", into: self) else { return false }
+    /// Binds `timer` to this loop on first add (see `bind(_:)`) and gives it its sequence number.
+    /// Lock held.
+    private func bindTimer(_ timer: LoopTimer) -> Bool {
+        guard bind(timer) else { return false }
         if timer.sequence == 0 {
             state.nextTimerSequence += 1
             timer.sequence = state.nextTimerSequence
         }
         return true
-    }
-
-    private func isBound(_ timer: LoopTimer) -> Bool {
-        timer.withShared { $0.loop === self }
     }
 
     /// Adds a membership and, unless the timer is firing, a heap entry. Lock held.

@@ -95,17 +95,13 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Called (once) when the source's loop is torn down at thread exit (used by `LoopPort`).
     let onTeardown: (@Sendable () -> Void)?
 
-    struct Shared {
-        weak var loop: Loop?
-        var isBound = false
-    }
     /// Guarded by the source's stripe lock (`withShared`).
-    @exclusivity(unchecked) private var sharedState = Shared()
+    @exclusivity(unchecked) private var sharedState = LoopBinding()
     let valid = Atomic<Bool>(true)
 
     /// Runs `body` on the shared state with the source's stripe lock held. Never nest two.
     @inline(__always)
-    func withShared<R>(_ body: (inout Shared) -> R) -> R {
+    func withShared<R>(_ body: (inout LoopBinding) -> R) -> R {
         LockStripes.lock(for: self).withLock { body(&sharedState) }
     }
 
@@ -171,5 +167,14 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             return $0.loop
         }
         loop?.detach(self)
+    }
+}
+
+extension LoopDescriptorSource: LoopBoundItem {
+    static var itemName: String { "LoopDescriptorSource" }
+    static var bindingRule: String { "R53" }
+
+    func withBinding<R>(_ body: (inout LoopBinding, _ isValid: Bool) -> R) -> R {
+        withShared { body(&$0, valid.load(ordering: .relaxed)) }
     }
 }

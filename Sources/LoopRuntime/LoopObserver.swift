@@ -33,17 +33,13 @@ public final class LoopObserver: @unchecked Sendable {
     public let order: Int
     let handler: @Sendable (LoopObserver, Loop.Activity) -> Void
 
-    struct Shared {
-        weak var loop: Loop?
-        var isBound = false
-    }
     /// Guarded by the observer's stripe lock (`withShared`).
-    @exclusivity(unchecked) private var sharedState = Shared()
+    @exclusivity(unchecked) private var sharedState = LoopBinding()
     let valid = Atomic<Bool>(true)
 
     /// Runs `body` on the shared state with the observer's stripe lock held. Never nest two.
     @inline(__always)
-    func withShared<R>(_ body: (inout Shared) -> R) -> R {
+    func withShared<R>(_ body: (inout LoopBinding) -> R) -> R {
         LockStripes.lock(for: self).withLock { body(&sharedState) }
     }
 
@@ -86,5 +82,14 @@ public final class LoopObserver: @unchecked Sendable {
             return $0.loop
         }
         loop?.detach(self)
+    }
+}
+
+extension LoopObserver: LoopBoundItem {
+    static var itemName: String { "LoopObserver" }
+    static var bindingRule: String { "R26" }
+
+    func withBinding<R>(_ body: (inout LoopBinding, _ isValid: Bool) -> R) -> R {
+        withShared { body(&$0, valid.load(ordering: .relaxed)) }
     }
 }

@@ -35,8 +35,7 @@ public final class LoopTimer: @unchecked Sendable {
     let handler: @Sendable (LoopTimer) -> Void
 
     struct Shared {
-        weak var loop: Loop?
-        var isBound = false
+        var binding = LoopBinding()
         var isValid = true
         var fireDate: Int64
         var tolerance: Int64
@@ -159,7 +158,7 @@ public final class LoopTimer: @unchecked Sendable {
         let loop: Loop? = withShared {
             guard $0.isValid else { return nil }
             $0.isValid = false
-            return $0.loop
+            return $0.binding.loop
         }
         loop?.detach(self)
     }
@@ -169,11 +168,11 @@ public final class LoopTimer: @unchecked Sendable {
     private func update(_ change: (inout Shared) -> Void) {
         let loop: Loop? = withShared {
             guard $0.isValid else { return nil }
-            if !$0.isBound {
+            if !$0.binding.isBound {
                 change(&$0)
                 return nil
             }
-            return $0.loop
+            return $0.binding.loop
         }
         loop?.reschedule(self, change)
     }
@@ -184,5 +183,14 @@ public final class LoopTimer: @unchecked Sendable {
             "LoopTimer: tolerance must not be negative, got \(tolerance) (SPEC M5).")
         let nanoseconds = LoopTime.nanoseconds(of: tolerance)
         return interval > 0 ? min(nanoseconds, interval / 2) : nanoseconds
+    }
+}
+
+extension LoopTimer: LoopBoundItem {
+    static var itemName: String { "LoopTimer" }
+    static var bindingRule: String { "R33" }
+
+    func withBinding<R>(_ body: (inout LoopBinding, _ isValid: Bool) -> R) -> R {
+        withShared { body(&$0.binding, $0.isValid) }
     }
 }
