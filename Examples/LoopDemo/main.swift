@@ -66,7 +66,7 @@ struct LoopDemo {
         print("back in \(loop.currentMode!): saves resumed (\(await saves.increment()) so far)")
         autosave.invalidate()
 
-        thread.shutdown()  // runs what was queued, ends the activity stream, joins the thread
+        await thread.shutdown()  // runs what was queued, ends the activity stream, joins the thread
         print("the loop made \(await trace.value) passes after waiting")
     }
 }

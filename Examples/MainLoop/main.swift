@@ -44,7 +44,7 @@ struct App {
             await model.update("ready")
 
             // "Tracking" is not a common mode: main-queue and @MainActor work wait until it ends.
-            await Loop.main.withMode("tracking") {
+            try await Loop.main.withMode("tracking") {
                 print("\(stamp())  tracking starts — main-queue work now waits")
                 DispatchQueue.main.async { print("\(stamp())  DispatchQueue.main block (queued while tracking)") }
                 Task { @MainActor in model.update("update queued while tracking") }

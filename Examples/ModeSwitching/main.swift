@@ -34,7 +34,7 @@ struct Main {
         print("\(stamp())  — switched back to \(loop.currentMode!)")
         try await Task.sleep(for: .milliseconds(70))
 
-        await loop.withMode(other) {
+        try await loop.withMode(other) {
             print("\(stamp())  — inside withMode(\(other)): \(loop.currentMode!)")
             try? await Task.sleep(for: .milliseconds(70))
         }
@@ -43,7 +43,7 @@ struct Main {
 
         timerA.invalidate()
         timerB.invalidate()
-        thread.shutdown()
+        await thread.shutdown()
     }
 }
 

@@ -45,7 +45,7 @@ struct Main {
         try thread.perform { blockFor(.milliseconds(80)) }
         try await Task.sleep(for: .milliseconds(200))
 
-        thread.shutdown()  // ends the activity stream
+        await thread.shutdown()  // ends the activity stream
         let stalls = await monitor.value
         print("detected \(stalls.count) stall(s) longer than \(threshold)")
     }

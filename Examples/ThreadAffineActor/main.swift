@@ -75,7 +75,7 @@ struct Main {
             }, forMode: .default)
         await fired.wait()
 
-        thread.shutdown()  // runs whatever was still queued, then joins
+        await thread.shutdown()  // runs whatever was still queued, then joins
         print("device thread shut down")
     }
 }

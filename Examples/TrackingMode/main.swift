@@ -37,7 +37,7 @@ struct Main {
         try await Task.sleep(for: .milliseconds(100))
         let beforeDrag = autosaves.load(ordering: .relaxed)
         print("before the drag: \(beforeDrag) autosaves")
-        let endOfDrag = await loop.withMode(tracking) {
+        let endOfDrag = try await loop.withMode(tracking) {
             print("dragging (loop in \(loop.currentMode!))…")
             try? await Task.sleep(for: .milliseconds(120))
             return autosaves.load(ordering: .relaxed)
@@ -49,6 +49,6 @@ struct Main {
             "after the drag: autosave resumed, firing once for the missed points (\(autosaves.load(ordering: .relaxed)) so far)"
         )
         autosave.invalidate()
-        thread.shutdown()
+        await thread.shutdown()
     }
 }

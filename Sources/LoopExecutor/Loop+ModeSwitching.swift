@@ -1,4 +1,4 @@
-import LoopRuntime
+@_spi(LoopExecutorSupport) import LoopRuntime
 
 extension Loop {
     /// Leaves the mode the loop runs and re-enters it in `mode` — the immediate switch — and returns
@@ -7,24 +7,33 @@ extension Loop {
     /// The loop must be driven by a `LoopDriver` (every `LoopThread`
     /// is). The current run call is stopped and the driver re-enters in `mode`: items of the old mode
     /// freeze, items of both keep running, common items follow (SPEC R34, R63). The call returns
-    /// when the first pass in `mode` has started (or when the drive ends first).
+    /// when the first pass in `mode` has started, or when the drive ends first — for a `LoopThread`
+    /// that shuts down meanwhile or already has, at once.
     ///
     /// Await it from code that can run while the loop is in `mode`: a task on another thread, or an
     /// actor whose executor's modes include `mode`. An actor pinned to `[.default]` that switches
     /// to a mode outside the common set waits until the loop comes back (it is paused there, by
     /// design).
     ///
-    /// - Precondition: the loop is driven by a `LoopDriver`.
+    /// - Returns: `true` if the loop entered `mode`; `false` if the drive ended first (the loop is
+    ///   shutting down or has ended).
+    /// - Precondition: the loop is driven by a `LoopDriver`, or has stopped accepting work.
     /// - Important: Safe from any task.
-    public func switchMode(to mode: Mode) async {
+    @discardableResult
+    public func switchMode(to mode: Mode) async -> Bool {
         guard let driver = self.driver else {
+            // A LoopThread whose shutdown began has stopped (or is about to stop) its driver.
+            guard isOpen else { return false }
             preconditionFailure(
                 "Loop.switchMode(to:): the \(self) is not driven by a LoopDriver. Mode switching needs a driver to re-enter the loop: use a LoopThread, or run the loop with LoopDriver(loop:).run()."
             )
         }
-        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-            driver.switchMode(to: mode) { continuation.resume() }
+        let fence = Locked(())
+        let entered = await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
+            driver.switchMode(to: mode) { entered in fence.resume(continuation, returning: entered) }
         }
+        fence.synchronizeWithResumer()
+        return entered
     }
 
     /// Runs `body` while the loop runs `mode`, then switches back to the mode it ran before — also
@@ -36,24 +45,28 @@ extension Loop {
     /// }
     /// ```
     ///
-    /// `body` runs in the caller's isolation (`isolation` defaults to it).
+    /// `body` runs in the caller's isolation (`isolation` defaults to it). If the loop's drive ends
+    /// before it entered `mode` (its `LoopThread` is shutting down), `body` does not run and the
+    /// call throws ``LoopEndedError``; if it ends while `body` runs, `body` finishes and its result
+    /// is returned (there is no mode left to switch back to).
     ///
     /// - Precondition: the loop is driven by a `LoopDriver` (see ``switchMode(to:)``).
     /// - Returns: What `body` returns.
-    /// - Throws: What `body` throws.
+    /// - Throws: ``LoopEndedError`` if the loop could not enter `mode`; what `body` throws.
     /// - Important: Safe from any task.
     public func withMode<Result>(
         _ mode: Mode,
         isolation: isolated (any Actor)? = #isolation,
         _ body: () async throws -> Result
-    ) async rethrows -> Result {
+    ) async throws -> Result {
         guard let driver = self.driver else {
+            guard isOpen else { throw LoopEndedError(loop: description) }
             preconditionFailure(
                 "Loop.withMode(_:_:): the \(self) is not driven by a LoopDriver. Use a LoopThread, or run the loop with LoopDriver(loop:).run()."
             )
         }
         let previous = driver.mode
-        await switchMode(to: mode)
+        guard await switchMode(to: mode) else { throw LoopEndedError(loop: description) }
         do {
             let result = try await body()
             await switchMode(to: previous)

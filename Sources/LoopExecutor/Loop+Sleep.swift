@@ -13,11 +13,17 @@ extension Loop {
     ///   - tolerance: How late the wake-up may be, so the loop can coalesce wake-ups.
     ///   - modes: The modes in which the timer fires; defaults to `Loop.Mode.common`.
     /// - Throws: `CancellationError` if the task is (or gets) cancelled; ``LoopEndedError`` if the
-    ///   loop's thread ends first.
+    ///   loop stops accepting work first — its `LoopThread` begins shutting down (then the sleep
+    ///   ends at once, before the thread's executors stop, so an actor pinned to the thread runs on)
+    ///   or its thread exits — or already has.
+    /// - Precondition: `tolerance` is not negative.
     /// - Important: Safe from any task.
     public func sleep(
         for duration: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common]
     ) async throws {
+        precondition(
+            tolerance >= .zero,
+            "Loop.sleep(for:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self)).")
         try await sleep(until: .now + duration, tolerance: tolerance, modes: modes)
     }
 
@@ -25,13 +31,18 @@ extension Loop {
     /// ``sleep(for:tolerance:modes:)``.
     ///
     /// - Throws: `CancellationError` or ``LoopEndedError``.
+    /// - Precondition: `tolerance` is not negative.
     /// - Important: Safe from any task.
     public func sleep(
         until deadline: ContinuousClock.Instant, tolerance: Duration = .zero, modes: [Mode] = [.common]
     ) async throws {
         precondition(!modes.isEmpty, "Loop.sleep: the mode list is empty, so the timer could never fire.")
+        precondition(
+            tolerance >= .zero,
+            "Loop.sleep(until:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self)).")
         try Task.checkCancellation()
         let sleeper = Sleeper()
+        defer { sleeper.synchronizeWithResumer() }
         try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
                 sleeper.start(continuation, on: self, deadline: deadline, tolerance: tolerance, modes: modes)
@@ -69,7 +80,7 @@ private final class Sleeper: Sendable {
             finish(with: .success(()))
         }
         guard
-            let token = loop.addTeardownHandler({ [self] in
+            let token = loop.addEndHandler({ [self] in
                 finish(with: .failure(LoopEndedError(loop: loop.description)))
             })
         else {
@@ -82,7 +93,7 @@ private final class Sleeper: Sendable {
             return nil
         }
         if let early {
-            loop.removeTeardownHandler(token)
+            loop.removeEndHandler(token)
             return continuation.resume(with: early ?? .failure(CancellationError()))
         }
         for mode in modes { loop.add(timer, forMode: mode) }
@@ -104,8 +115,13 @@ private final class Sleeper: Sendable {
         }
         guard let (continuation, timer, loop, token) = waiting else { return }
         timer.invalidate()  // removes it from the loop at once (a no-op after it fired)
-        loop.removeTeardownHandler(token)
-        continuation.resume(with: result)
+        loop.removeEndHandler(token)
+        state.resume(continuation, with: result)
+    }
+
+    /// See Locked+Resume.swift.
+    func synchronizeWithResumer() {
+        state.synchronizeWithResumer()
     }
 }
 

@@ -60,11 +60,24 @@ extension Loop {
     ///
     /// The observer is added when iteration starts.
     ///
+    /// **Consumers on the loop's own thread.** An actor pinned to this loop (or a task that prefers
+    /// its executor, or `@MainActor` code on the main loop) runs its iteration in the loop's passes.
+    /// If the loop resumed such a consumer at ``Loop/Activity/beforeWaiting``, that resumption would
+    /// be a job for the loop, so the loop would not sleep but make another pass — whose activities
+    /// resume the consumer again, for ever, at 100% CPU. So for a consumer that waits on the loop's
+    /// thread, a `beforeWaiting` event is held until the loop wakes up (``Loop/Activity/afterWaiting``,
+    /// observed for this even when not asked for) and delivered then, with the events that follow.
+    /// An idle loop observed from its own executor therefore goes to sleep and stays asleep; each
+    /// wake-up costs one extra pass to deliver what was held. A consumer on another thread gets every
+    /// event as it happens.
+    ///
     /// - Parameters:
     ///   - activities: The activities to report.
     ///   - modes: The modes to observe; defaults to `Loop.Mode.common`.
     ///   - buffering: The buffer size and drop policy; defaults to keeping the newest 1,024.
-    /// - Important: Safe from any thread. Iterate from one task at a time.
+    /// - Important: Safe from any thread. Iterate from one task at a time. The stream also ends (after
+    ///   the events already buffered) when the loop stops accepting work — its `LoopThread` begins
+    ///   shutting down, before the thread's executors stop, or its thread exits.
     public func activities(
         _ activities: Activity = .allActivities,
         in modes: [Mode] = [.common],
@@ -115,6 +128,9 @@ final class ActivityStorage: Sendable {
         var count = 0
         var droppedSinceLast = 0
         var waiter: UnsafeContinuation<LoopActivityEvent?, Never>?
+        /// The waiting consumer waits on the loop's thread: hold `beforeWaiting` (see
+        /// `Loop.activities(_:in:buffering:)`).
+        var waiterIsOnLoopThread = false
         var finished = false
         var teardownToken: UInt64?
 
@@ -159,28 +175,41 @@ final class ActivityStorage: Sendable {
         self.state = state
         let loop = activities.loop
         let policy = activities.buffering
-        observer = LoopObserver(activities: activities.activities, order: .max) { _, activity in
+        let requested = activities.activities
+        // `afterWaiting` releases what was held at `beforeWaiting` for a consumer on the loop's
+        // thread, so it is observed whenever `beforeWaiting` is.
+        let observed = requested.contains(.beforeWaiting) ? requested.union(.afterWaiting) : requested
+        observer = LoopObserver(activities: observed, order: .max) { _, activity in
             let (mode, depth) = loop.runLevel
-            var event = LoopActivityEvent(
+            let event = LoopActivityEvent(
                 activity: activity, mode: mode ?? .default, time: .now, depth: depth, dropped: 0)
-            // Plain optionals of a pointer and a value, not an optional tuple: this is the hot
-            // path of the stream, and the generic enum-tag functions an optional tuple needs cost
-            // more than the rest of it.
-            let waiter: UnsafeContinuation<LoopActivityEvent?, Never>? = state.withLock { state in
-                guard !state.finished else { return nil }
-                if let waiter = state.waiter {
-                    state.waiter = nil
-                    event = state.deliver(event)
-                    return waiter
+            state.withLock { state in
+                guard !state.finished else { return }
+                let wanted = requested.contains(activity)
+                guard let waiter = state.waiter else {
+                    if wanted { state.push(event, policy: policy) }
+                    return
                 }
-                state.push(event, policy: policy)
-                return nil
+                if wanted && activity == .beforeWaiting && state.waiterIsOnLoopThread {
+                    state.push(event, policy: policy)  // held until the loop wakes up
+                    return
+                }
+                let delivered: LoopActivityEvent
+                if let held = state.pop() {
+                    if wanted { state.push(event, policy: policy) }
+                    delivered = held
+                } else if wanted {
+                    delivered = state.deliver(event)
+                } else {
+                    return
+                }
+                state.waiter = nil
+                waiter.resume(returning: delivered)  // inside the lock: see Locked+Resume.swift
             }
-            waiter?.resume(returning: event)
         }
         let weakSelf = WeakActivityStorage()
         weakSelf.storage = self
-        let token = loop.addTeardownHandler { weakSelf.storage?.finish(drain: true) }
+        let token = loop.addEndHandler { weakSelf.storage?.finish(drain: true) }
         state.withLock { $0.teardownToken = token }
         if token == nil {
             state.withLock { $0.finished = true }
@@ -198,12 +227,15 @@ final class ActivityStorage: Sendable {
             finish(drain: false)
             return nil
         }
+        let onLoopThread = loop.isCurrentThread
+        defer { state.synchronizeWithResumer() }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { continuation in
                 let ready: LoopActivityEvent?? = state.withLock { state in
                     if let event = state.pop() { return .some(event) }
                     if state.finished { return .some(nil) }
                     state.waiter = continuation
+                    state.waiterIsOnLoopThread = onLoopThread
                     return nil
                 }
                 if let ready { continuation.resume(returning: ready) }
@@ -230,8 +262,8 @@ final class ActivityStorage: Sendable {
             return (waiter, token)
         }
         observer.invalidate()
-        if let token { loop.removeTeardownHandler(token) }
-        waiter?.resume(returning: nil)
+        if let token { loop.removeEndHandler(token) }
+        if let waiter { state.resume(waiter, returning: nil) }
     }
 }
 

@@ -21,9 +21,14 @@
 /// identity, so `MyActor.assumeIsolated { … }` works inside timer, source, port and observer
 /// callouts of the loop.
 ///
-/// **Shutdown policy.** Stopping a `LoopThread` runs every job enqueued before the stop. Enqueueing
-/// on an executor whose loop's thread has ended is a programmer error that traps with a message
-/// naming the loop: the job could never run and its task would stay suspended forever.
+/// **Shutdown policy.** An executor keeps its `LoopThread` running: a thread whose last handle was
+/// released goes on serving the actors pinned to it, and ends once the last executor is released.
+/// Shutting a `LoopThread` down first ends the loop's pending sleeps, ticks and activity streams
+/// (so pinned actors waiting in them run on), then runs every job enqueued before the loop ended,
+/// including the jobs those jobs enqueue. Enqueueing on an executor whose loop has ended is a
+/// programmer error that traps with a message naming the loop and why it ended (for a
+/// `LoopThread`: the thread that called `shutdown()`): the job could never run and its task would
+/// stay suspended forever.
 ///
 /// Get executors with `Loop.executor` or `Loop.executor(modes:)`
 /// (shared: actors on the same loop and modes then switch without a hop), or
@@ -31,25 +36,31 @@
 ///
 /// - Important: Safe from any thread. Jobs run on the loop's thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable, CustomStringConvertible {
-    // Thread-safety: `loop` and `queue` are immutable after init; the queue synchronizes itself.
+    // Thread-safety: `loop`, `queue` and `lease` are immutable after init; the queue synchronizes
+    // itself.
 
     /// The loop whose thread runs the jobs.
     public let loop: Loop
     private var queue: LoopJobQueue!
+    /// Keeps the loop's `LoopThread` (if a `LoopThread` owns the loop) running while this executor
+    /// lives.
+    private let lease: AnyObject?
 
     /// Creates an executor of its own on `loop`. Prefer `Loop.executor(modes:)`,
     /// which shares one executor per loop and mode list.
     ///
-    /// The executor stays registered with its loop (and alive) until the loop's thread ends.
+    /// The executor lives as long as something holds it (an actor pinned to it, a task that prefers
+    /// it) or it has queued jobs; while it lives, it keeps the loop's `LoopThread` running.
     ///
     /// - Parameters:
     ///   - loop: The loop whose thread runs the jobs.
     ///   - modes: The modes in which jobs run; must not be empty. Defaults to `Loop.Mode.common`.
     public init(loop: Loop, modes: [Loop.Mode] = [.common]) {
         self.loop = loop
-        // The queue keeps the executor alive (a job must never find its executor gone) until the
-        // loop's thread ends and the queue closes.
-        queue = LoopJobQueue(loop: loop, modes: modes) { [self] job in
+        self.lease = loop.lifetimeLease()
+        // Unowned: the queue keeps the executor alive while it has jobs (`enqueue` hands it over),
+        // so a job never finds its executor gone, and an idle executor is free to go.
+        queue = LoopJobQueue(loop: loop, modes: modes) { [unowned(unsafe) self] job in
             // Run as the serial executor only. Naming this executor as the task executor too would
             // make every actor-to-actor call on this loop look like a change of task executor to
             // the runtime (the tasks prefer none), which then enqueues instead of switching
@@ -60,9 +71,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         }
     }
 
-    /// Unregisters an executor that was never handed out (it lost a race to be a loop's shared
-    /// executor).
-    func retire() {
+    deinit {
         queue.retire()
     }
 
@@ -82,10 +91,10 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     /// Allocation-free in the steady state; wakes the loop only if it sleeps in one of the
     /// executor's modes and the queue was empty.
     ///
-    /// - Precondition: the loop's thread has not ended (see the shutdown policy).
+    /// - Precondition: the loop has not ended (see the shutdown policy).
     /// - Important: Safe from any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
-        queue.enqueue(UnownedJob(job))
+        queue.enqueue(UnownedJob(job), keeping: self)
     }
 
     /// This executor as an unowned serial executor.
@@ -126,17 +135,21 @@ extension Loop {
     /// - Important: Safe from any thread.
     public var executor: LoopExecutor { executor(modes: [.common]) }
 
-    /// The loop's shared executor for `modes` (one per loop and mode list).
+    /// The loop's shared executor for `modes` (one per loop and mode list, while it is in use: the
+    /// loop does not keep it alive).
     ///
     /// - Parameter modes: The modes in which the jobs run; must not be empty.
     /// - Important: Safe from any thread.
     public func executor(modes: [Mode]) -> LoopExecutor {
-        attachment(for: modes, make: { LoopExecutor(loop: self, modes: modes) }, discard: { $0.retire() })
+        attachment(for: modes, make: { LoopExecutor(loop: self, modes: modes) })
     }
 }
 
 extension LoopThread {
     /// The thread's loop's shared executor for the common modes: pin actors to this thread with it.
+    ///
+    /// While an executor is held (by a pinned actor), the thread keeps running even if this
+    /// `LoopThread` is released; see the executor's shutdown policy.
     ///
     /// - Important: Safe from any thread.
     public var executor: LoopExecutor { loop.executor }

@@ -19,13 +19,19 @@ extension Loop {
     ///
     /// - Parameters:
     ///   - interval: The period; must be greater than zero.
-    ///   - tolerance: How late a tick may be; clamped to half the interval (SPEC R43).
+    ///   - tolerance: How late a tick may be; clamped to half the interval (SPEC R43). Must not be
+    ///     negative.
     ///   - modes: The modes in which the timer fires; defaults to `Loop.Mode.common`.
-    /// - Important: Safe from any thread. Iterate from one task at a time.
+    /// - Important: Safe from any thread. Iterate from one task at a time. The sequence also ends
+    ///   when the loop stops accepting work — its `LoopThread` begins shutting down (before the
+    ///   thread's executors stop, so an actor pinned to the thread runs on) or its thread exits.
     public func ticks(
         every interval: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common]
     ) -> LoopTicks {
         precondition(interval > .zero, "Loop.ticks(every:): the interval must be positive, got \(interval).")
+        precondition(
+            tolerance >= .zero,
+            "Loop.ticks(every:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self)).")
         precondition(!modes.isEmpty, "Loop.ticks(every:): the mode list is empty, so the timer could never fire.")
         return LoopTicks(loop: self, interval: interval, tolerance: tolerance, modes: modes)
     }
@@ -96,7 +102,7 @@ final class TickStorage: Sendable {
             box.storage?.fire(timer)
         }
         box.storage = self
-        let token = ticks.loop.addTeardownHandler { box.storage?.finish() }
+        let token = ticks.loop.addEndHandler { box.storage?.finish() }
         state.withLock { $0.teardownToken = token }
         if token == nil {
             state.withLock { $0.finished = true }
@@ -114,6 +120,7 @@ final class TickStorage: Sendable {
             finish()
             return nil
         }
+        defer { state.synchronizeWithResumer() }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { continuation in
                 let ready: LoopTick?? = state.withLock { state in
@@ -139,18 +146,17 @@ final class TickStorage: Sendable {
         // A late firing stands for every fire point that has passed since its date: the timer
         // skips them (SPEC R37), so they count as missed now.
         let skipped = max(0, Int(date.duration(to: .now) / interval))
-        let (waiter, tick): (UnsafeContinuation<LoopTick?, Never>?, LoopTick?) = state.withLock { state in
-            guard !state.finished else { return (nil, nil) }
+        state.withLock { state in
+            guard !state.finished else { return }
             let replaced = state.pending.map { $0.missed + 1 } ?? 0
             let tick = LoopTick(date: date, missed: skipped + replaced)
             if let waiter = state.waiter {
                 state.waiter = nil
-                return (waiter, tick)
+                waiter.resume(returning: tick)  // inside the lock: see Locked+Resume.swift
+                return
             }
             state.pending = tick
-            return (nil, nil)
         }
-        waiter?.resume(returning: tick)
     }
 
     /// Ends the sequence: removes the timer, releases a waiting consumer with `nil`.
@@ -166,8 +172,8 @@ final class TickStorage: Sendable {
             return (state.waiter, state.teardownToken)
         }
         timer.invalidate()
-        if let token { loop.removeTeardownHandler(token) }
-        waiter?.resume(returning: nil)
+        if let token { loop.removeEndHandler(token) }
+        if let waiter { state.resume(waiter, returning: nil) }
     }
 }
 

@@ -11,8 +11,9 @@ extension Loop {
     /// - Parameters:
     ///   - modes: The modes the block may run in; must not be empty. Defaults to ``Mode/common``.
     ///   - block: The work.
-    /// - Returns: `false` if the loop's thread has exited and the loop no longer accepts work (the
-    ///   block was not queued and will never run); `true` otherwise.
+    /// - Returns: `false` if the loop has ended — its thread exited, or its `LoopThread` finished
+    ///   shutting down — and no longer accepts work: the block was not queued and will never run.
+    ///   `true` otherwise; a block accepted while a `LoopThread` shuts down runs in its drain.
     /// - Important: Safe from any thread.
     @discardableResult
     public func perform(
@@ -29,16 +30,29 @@ extension Loop {
     /// Queues `block` to run on the loop's thread in whichever common mode is running: the same as
     /// ``perform(inModes:_:)`` with `[.common]`, without building a mode list.
     ///
-    /// - Returns: `false` if the loop's thread has exited (the block was not queued).
+    /// - Returns: `false` if the loop has ended (the block was not queued and will never run).
     /// - Important: Safe from any thread.
     @discardableResult
     public func perform(_ block: @escaping @Sendable () -> Void) -> Bool {
         enqueue(QueuedBlock(modes: .common, body: block), naming: [])
     }
 
-    private func enqueue(_ queued: QueuedBlock, naming modes: [Mode]) -> Bool {
+    /// ``perform(inModes:_:)``, refused (`false`) as soon as a shutdown has begun rather than when
+    /// the loop has ended: for `LoopThread`, which refuses new work while it drains.
+    func performIfOpen(inModes modes: [Mode], _ block: @escaping @Sendable () -> Void) -> Bool {
+        enqueue(QueuedBlock(modes: BlockModes(modes), body: block), naming: modes, onlyIfOpen: true)
+    }
+
+    /// ``perform(_:)`` with the refusal of ``performIfOpen(inModes:_:)``.
+    func performIfOpen(_ block: @escaping @Sendable () -> Void) -> Bool {
+        enqueue(QueuedBlock(modes: .common, body: block), naming: [], onlyIfOpen: true)
+    }
+
+    private func enqueue(_ queued: QueuedBlock, naming modes: [Mode], onlyIfOpen: Bool = false) -> Bool {
         let (accepted, wake) = lock.withLock { () -> (Bool, Bool) in
-            guard !state.isTornDown else { return (false, false) }
+            guard onlyIfOpen ? state.lifecycle.acceptsItems : state.lifecycle.acceptsWork else {
+                return (false, false)
+            }
             for mode in modes where mode != .common {
                 _ = state.modeState(mode)  // SPEC R4: a block naming a mode creates it.
             }
@@ -99,24 +113,5 @@ extension Loop {
         }
         for mode in modes { add(timer, forMode: mode) }
         return timer
-    }
-
-    /// The modes in which queued blocks and executor jobs can run (`.common` counts as
-    /// `.default`), without repeats — or, when there is none, closes the executors' queues in the
-    /// same locked step and returns none. For an orderly shutdown that runs every accepted block
-    /// and job and then refuses more jobs.
-    func modesWithQueuedWorkOrSeal() -> [Mode] {
-        lock.withLock {
-            var modes: [Mode] = []
-            let targets =
-                state.blocks.map(\.modes) + state.jobQueues.filter(\.hasJobs).map { BlockModes($0.modes) }
-            for target in targets where !modes.contains(target.representative) {
-                modes.append(target.representative)
-            }
-            if modes.isEmpty {
-                for queue in state.jobQueues { queue.close() }
-            }
-            return modes
-        }
     }
 }

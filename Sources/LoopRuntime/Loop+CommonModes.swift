@@ -12,7 +12,7 @@ extension Loop {
             mode != .common,
             "Loop.addCommonMode(_:) was given .common on the \(self): the common set holds concrete modes.")
         let (scheduled, modeName): ([LoopSource], Mode) = lock.withLock {
-            guard !state.isTornDown, state.commonModes.insert(mode).inserted else { return ([], mode) }
+            guard !state.lifecycle.isEnded, state.commonModes.insert(mode).inserted else { return ([], mode) }
             let modeState = state.modeState(mode)
             modeState.isCommon = true
             for timer in state.commonTimers.values {

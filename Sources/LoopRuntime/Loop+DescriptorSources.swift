@@ -12,15 +12,26 @@ extension Loop {
     /// - Throws: ``LoopSystemError`` from `epoll_ctl` when the descriptor cannot be watched: `EBADF`
     ///   for a closed or invalid descriptor, `EEXIST` when another descriptor source of this loop
     ///   already watches it, `EPERM` for a regular file. Nothing is added then.
+    /// A loop that is shutting down or has ended refuses the source and invalidates it: it would
+    /// never be performed there.
+    ///
     /// - Precondition: `source` is not bound to another loop.
     /// - Important: Safe from any thread.
     public func add(_ source: LoopDescriptorSource, forMode mode: Mode) throws(LoopSystemError) {
-        let result: Result<Void, LoopSystemError> = lock.withLock {
-            guard !state.isTornDown, bind(source) else { return .success(()) }
+        try addDescriptorSource(source, forMode: mode)
+    }
+
+    /// ``add(_:forMode:)``; returns false if the loop refused the source (shutting down or ended),
+    /// which is then invalidated.
+    @discardableResult
+    func addDescriptorSource(_ source: LoopDescriptorSource, forMode mode: Mode) throws(LoopSystemError) -> Bool {
+        let result: Result<Bool, LoopSystemError> = lock.withLock {
+            guard state.lifecycle.acceptsItems else { return .success(false) }
+            guard bind(source) else { return .success(true) }
             let id = ObjectIdentifier(source)
             if mode == .common {
                 guard state.commonDescriptorSources.updateValue(source, forKey: id) == nil else {
-                    return .success(())
+                    return .success(true)
                 }
             }
             let added = state.concreteModes(mode).filter { !source.modes.contains($0) }
@@ -37,9 +48,11 @@ extension Loop {
                 source.modes.append(modeState)
                 modeState.descriptorCount += 1
             }
-            return .success(())
+            return .success(true)
         }
-        try result.get()
+        if try result.get() { return true }
+        source.invalidate()
+        return false
     }
 
     /// Removes `source` from `mode`; when it leaves its last mode, the loop stops watching the
@@ -47,11 +60,11 @@ extension Loop {
     ///
     /// - Important: Safe from any thread.
     public func remove(_ source: LoopDescriptorSource, forMode mode: Mode) {
-        lock.withLock {
-            guard isBound(source) else { return }
+        let wake: Bool = lock.withLock {
+            guard isBound(source) else { return false }
             if mode == .common {
                 guard state.commonDescriptorSources.removeValue(forKey: ObjectIdentifier(source)) != nil
-                else { return }
+                else { return false }
                 source.isCommonItem = false
             }
             for modeState in state.concreteModes(mode) where source.modes.contains(modeState) {
@@ -59,7 +72,9 @@ extension Loop {
                 modeState.descriptorCount -= 1
             }
             if source.modes.isEmpty && source.token != 0 { deregister(source) }
+            return sleepingModeBecameEmpty()
         }
+        if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
     }
 
     /// True if `source` is in `mode` (for ``Mode/common``: recorded as a common item).
@@ -128,7 +143,7 @@ extension Loop {
 
     /// Invalidation: leave every mode and stop watching.
     func detach(_ source: LoopDescriptorSource) {
-        lock.withLock {
+        let wake: Bool = lock.withLock {
             for modeState in source.modes { modeState.descriptorCount -= 1 }
             source.modes.removeAll()
             if source.isCommonItem {
@@ -136,7 +151,9 @@ extension Loop {
                 state.commonDescriptorSources.removeValue(forKey: ObjectIdentifier(source))
             }
             if source.token != 0 { deregister(source) }
+            return sleepingModeBecameEmpty()
         }
+        if wake { notifyLoop() }  // SPEC M7
     }
 
     /// Before a wait in `mode`: watch again the sources of `mode` that were paused (re-added to the
@@ -158,12 +175,15 @@ extension Loop {
     /// of `mode` is ready. Lock held.
     func absorbReadiness(_ ready: [(token: UInt64, flags: UInt32)], in mode: ModeState) -> Bool {
         var relevant = false
+        guard !ready.isEmpty else { return false }
+        state.waitsWithReadiness &+= 1
         for (token, flags) in ready {
             guard let source = state.descriptorSources[token], source.isWatching else { continue }
             if source.modes.contains(mode) {
                 if source.pendingEvents.isEmpty { state.readyDescriptorSources.append(source) }
                 source.pendingEvents.formUnion(LoopDescriptorSource.Events(epollFlags: flags))
                 relevant = true
+                checkStillRegistered(source)
             } else {
                 // Paused by leaving the epoll set: a registration with no events would still report
                 // EPOLLHUP/EPOLLERR (the kernel always adds them) and make the wait spin.
@@ -177,27 +197,54 @@ extension Loop {
         return relevant
     }
 
+    /// SPEC R53: a descriptor closed while registered, while a duplicate (`dup`, a child process)
+    /// keeps its file open, stays in the epoll set and is reported ready for ever — every read
+    /// fails with `EBADF` and the loop would spin silently. A source reported ready in many waits
+    /// in a row is therefore checked (one `epoll_ctl` per 256 reports in a row, nothing for a
+    /// source that goes idle): `EBADF` (closed) or `ENOENT` (the number now names another file)
+    /// trap with the R53 message. Lock held.
+    private func checkStillRegistered(_ source: LoopDescriptorSource) {
+        let wait = state.waitsWithReadiness
+        source.readyStreak = source.lastReadyWait &+ 1 == wait ? source.readyStreak &+ 1 : 1
+        source.lastReadyWait = wait
+        guard source.readyStreak % 256 == 0 else { return }
+        checkedControl(source, "check") { () throws(LoopSystemError) in
+            try waiter.modify(source.descriptor, events: source.events.epollFlags, token: source.token)
+        }
+    }
+
     /// Step 10, second half: perform every ready descriptor source of the mode (SPEC R53, M3).
     /// Returns true if one was performed (SPEC R15).
     func performReadyDescriptorSources(_ run: RunContext) -> Bool {
         var batch = scratch.descriptors
         scratch.descriptors = []
+        var stale: [LoopDescriptorSource] = []
         lock.withLock {
             guard !state.readyDescriptorSources.isEmpty else { return }
             for source in state.readyDescriptorSources {
                 let events = source.pendingEvents
                 source.pendingEvents = []
                 // Readiness seen in another mode's run is stale by now; the source was paused and
-                // will be watched again in its own mode.
-                if source.modes.contains(run.mode) && !events.isEmpty { batch.append((source, events)) }
+                // will be watched again in its own mode. (Kept in `stale` until after unlocking: the
+                // last reference to a removed source must not be released under the lock.)
+                if source.modes.contains(run.mode) && !events.isEmpty {
+                    batch.append((source, events))
+                } else {
+                    stale.append(source)
+                }
             }
             state.readyDescriptorSources.removeAll(keepingCapacity: true)
         }
+        stale.removeAll()
         var handled = false
         if !batch.isEmpty {
             if batch.count > 1 { batch.sort { $0.0.order < $1.0.order } }
-            for (source, events) in batch where source.isValid {
+            for (source, events) in batch {
+                // The callout gate (Loop+Callouts.swift): `invalidate()` from another thread waits.
+                guard let previous = beginCallout(source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
+                else { continue }
                 source.handler(source, events)
+                endCallout(restoring: previous)
                 handled = true
             }
             batch.removeAll(keepingCapacity: true)

@@ -15,7 +15,7 @@ extension Loop {
     func installMainQueueSourceIfNeeded(runningIn mode: Mode) {
         guard isMain, cloop_is_main_thread() else { return }
         let needed = lock.withLock { () -> Bool in
-            guard !state.servesMainQueue, !state.isTornDown, state.commonModes.contains(mode) else {
+            guard !state.servesMainQueue, !state.lifecycle.isEnded, state.commonModes.contains(mode) else {
                 return false
             }
             state.servesMainQueue = true

@@ -3,20 +3,25 @@ extension Loop {
     ///
     /// Adding an observer to a mode it is already in does nothing; adding an invalid observer does
     /// nothing. The observer joins this notification order at the end of its `order` (SPEC R25).
+    /// A loop that is shutting down or has ended refuses the observer and invalidates it.
     ///
     /// - Precondition: `observer` is not already bound to another loop (SPEC R26, M6).
     /// - Important: Safe from any thread.
     public func add(_ observer: LoopObserver, forMode mode: Mode) {
-        lock.withLock {
-            guard !state.isTornDown, bind(observer) else { return }
+        let refused: Bool = lock.withLock {
+            // A loop that is shutting down or has ended refuses it (invalidated below).
+            guard state.lifecycle.acceptsItems else { return true }
+            guard bind(observer) else { return false }
             if mode == .common {
-                guard !state.commonObservers.contains(where: { $0 === observer }) else { return }
+                guard !state.commonObservers.contains(where: { $0 === observer }) else { return false }
                 state.commonObservers.append(observer)
             }
             for modeState in state.concreteModes(mode) {
                 insert(observer, into: modeState)
             }
+            return false
         }
+        if refused { observer.invalidate() }
     }
 
     /// Removes `observer` from `mode` (SPEC R63, R64). The observer stays valid.

@@ -97,7 +97,7 @@ extension Loop {
         )
         let entered: (ModeState, Int)? = lock.withLock {
             // SPEC R10: a missing or empty mode returns at once, with no entry or exit.
-            guard !state.isTornDown, let modeState = state.existingMode(mode), !state.isEmpty(modeState)
+            guard !state.lifecycle.isEnded, let modeState = state.existingMode(mode), !state.isEmpty(modeState)
             else { return nil }
             if state.runLevels.isEmpty {
                 // SPEC M4: a wake-up sent while the loop was not running is discarded. Done under

@@ -6,11 +6,17 @@ extension Loop {
     /// nothing (SPEC R52). A source can be in several loops. If it is already signalled, a loop
     /// running that mode performs it at its next pass.
     ///
+    /// A loop that is shutting down or has ended refuses the source (it would never be performed
+    /// there) and returns `false`; the source stays valid, since it may serve other loops.
+    ///
+    /// - Returns: `false` if the loop refused the source because it is shutting down or has ended.
     /// - Important: Safe from any thread; `schedule` runs on the calling thread.
-    public func add(_ source: LoopSource, forMode mode: Mode) {
+    @discardableResult
+    public func add(_ source: LoopSource, forMode mode: Mode) -> Bool {
         let id = ObjectIdentifier(source)
-        let entered: [Mode] = lock.withLock {
-            guard !state.isTornDown, source.isValid else { return [] }
+        let entered: [Mode]? = lock.withLock {
+            guard state.lifecycle.acceptsItems else { return nil }
+            guard source.isValid else { return [] }
             if mode == .common {
                 guard state.commonSources.updateValue(source, forKey: id) == nil else { return [] }
             }
@@ -25,12 +31,14 @@ extension Loop {
             if source.isSignalled { queueSignalled(source) }
             return added.map(\.mode)
         }
+        guard let entered else { return false }
         for mode in entered {
             source.scheduleHandler?(self, mode)
         }
         if source.isSignalled, lock.withLock({ state.innermostMode?.sources[id] != nil }) {
             notifyLoop()
         }
+        return true
     }
 
     /// Removes `source` from `mode` and calls its `cancel` callback once per concrete mode it
@@ -39,6 +47,7 @@ extension Loop {
     /// - Important: Safe from any thread; `cancel` runs on the calling thread.
     public func remove(_ source: LoopSource, forMode mode: Mode) {
         let id = ObjectIdentifier(source)
+        var wake = false
         let left: [Mode] = lock.withLock {
             if mode == .common {
                 guard state.commonSources.removeValue(forKey: id) != nil else { return [] }
@@ -49,8 +58,10 @@ extension Loop {
                 left.append(modeState.mode)
             }
             _ = register(source, modeCount: -left.count)
+            if sleepingModeBecameEmpty() { wake = true }
             return left
         }
+        if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
         for mode in left {
             source.cancelHandler?(self, mode)
         }
@@ -89,6 +100,7 @@ extension Loop {
     func detach(_ source: LoopSource) {
         let id = ObjectIdentifier(source)
         let loopID = ObjectIdentifier(self)
+        var wake = false
         let left: [Mode] = lock.withLock {
             var left: [Mode] = []
             for modeState in state.modes.values where modeState.sources.removeValue(forKey: id) != nil {
@@ -96,8 +108,10 @@ extension Loop {
             }
             state.commonSources.removeValue(forKey: id)
             source.withRegistrations { _ = $0.removeValue(forKey: loopID) }
+            if sleepingModeBecameEmpty() { wake = true }
             return left
         }
+        if wake { notifyLoop() }  // SPEC M7
         for mode in left {
             source.cancelHandler?(self, mode)
         }
@@ -107,7 +121,7 @@ extension Loop {
     func sourceWasSignalled(_ source: LoopSource) {
         let id = ObjectIdentifier(source)
         let wake = lock.withLock {
-            guard !state.isTornDown else { return false }
+            guard state.lifecycle.acceptsWork else { return false }
             queueSignalled(source)
             return state.innermostMode?.sources[id] != nil
         }
@@ -129,8 +143,10 @@ extension Loop {
         lock.withLock {
             guard !state.signalledSources.isEmpty else { return }
             state.signalledSources.extract(into: &batch) { source in
-                // Not signalled any more: performed by another loop of the source (SPEC R52).
-                guard source.isValid && source.isSignalled else { return .drop }
+                // Invalid, or not signalled any more (performed by another loop of the source, SPEC
+                // R52): taken too, and skipped below, so that the last reference to an invalidated
+                // source is not released under the lock (its deinit may call back into the loop).
+                guard source.isValid && source.isSignalled else { return .take }
                 return run.mode.sources[ObjectIdentifier(source)] != nil ? .take : .keep
             }
         }
@@ -149,8 +165,11 @@ extension Loop {
                 }
                 let source = batch[index]
                 // SPEC R49: skipped if invalidated before its turn (merely removed: still performed).
-                guard source.isValid, source.consumeSignal() else { continue }
+                guard source.isValid, source.consumeSignal(),
+                    let previous = beginCallout(source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
+                else { continue }
                 source.performHandler()
+                endCallout(restoring: previous)
                 handled = true
             }
             batch.removeAll(keepingCapacity: true)

@@ -3,17 +3,21 @@ extension Loop {
     ///
     /// The timer shares one schedule across all its modes; adding it again to a mode does nothing,
     /// and adding an invalid timer does nothing (SPEC R33). A loop sleeping in `mode` re-arms its
-    /// wait for the timer without needing a wake-up (SPEC R41).
+    /// wait for the timer without needing a wake-up (SPEC R41). A loop that is shutting down or has
+    /// ended refuses the timer and invalidates it: it could never fire there.
     ///
     /// - Precondition: `timer` is not already bound to another loop (SPEC R33, M6).
     /// - Important: Safe from any thread.
     /// - Complexity: O(log n) in the number of timers of each mode.
     public func add(_ timer: LoopTimer, forMode mode: Mode) {
-        lock.withLock {
-            guard !state.isTornDown, bindTimer(timer) else { return }
+        let refused: Bool = lock.withLock {
+            // A loop that is shutting down or has ended would never fire it: refused, and the timer
+            // is invalidated below so that `isValid` tells the truth.
+            guard state.lifecycle.acceptsItems else { return true }
+            guard bindTimer(timer) else { return false }
             if mode == .common {
                 guard state.commonTimers.updateValue(timer, forKey: ObjectIdentifier(timer)) == nil
-                else { return }
+                else { return false }
                 timer.isCommonItem = true
             }
             if mode == .common {
@@ -25,7 +29,9 @@ extension Loop {
                 insert(timer, into: modeState)
                 if state.sleepingMode === modeState { rearmIfSleeping(in: CollectionOfOne(modeState)) }
             }
+            return false
         }
+        if refused { timer.invalidate() }
     }
 
     /// Removes `timer` from `mode` (SPEC R63, R64). The timer stays valid.
@@ -36,11 +42,11 @@ extension Loop {
     /// - Important: Safe from any thread.
     /// - Complexity: O(log n) in the number of timers of each mode.
     public func remove(_ timer: LoopTimer, forMode mode: Mode) {
-        lock.withLock {
-            guard isBound(timer) else { return }
+        let wake: Bool = lock.withLock {
+            guard isBound(timer) else { return false }
             if mode == .common {
                 guard state.commonTimers.removeValue(forKey: ObjectIdentifier(timer)) != nil
-                else { return }
+                else { return false }
                 timer.isCommonItem = false
             }
             let modes = state.concreteModes(mode)
@@ -48,7 +54,9 @@ extension Loop {
                 removeMembership(of: timer, from: modeState)
             }
             rearmIfSleeping(in: modes)
+            return sleepingModeBecameEmpty()
         }
+        if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
     }
 
     /// True if `timer` is in `mode` (for ``Mode/common``: recorded as a common item).
@@ -73,7 +81,7 @@ extension Loop {
                 mode == .common
                 ? state.commonModes.compactMap { state.modes[$0] } : [state.modes[mode]].compactMap { $0 }
             return modes.compactMap { $0.timerHeap.earliestFireDate() }.min().map(LoopTime.instant)
-        }  // entries it pruned are released by the mode's next pass (TimerHeap's graveyard)
+        }  // entries it pruned are released by the loop's next pass (the TimerGraveyard)
     }
 
     /// The number of timers in `mode` (for ``Mode/common``: the number of common timers). A timer
@@ -159,9 +167,14 @@ extension Loop {
         if wasInSleepingMode, let sleeping = state.sleepingMode { rearmIfSleeping(in: [sleeping]) }
     }
 
-    /// Invalidation: leave every mode (SPEC R39) and re-arm a wait that was for this timer (M7).
+    /// Invalidation: leave every mode (SPEC R39), re-arm a wait that was for this timer, and wake a
+    /// loop whose sleeping mode it was the last to keep alive (SPEC M7).
     func detach(_ timer: LoopTimer) {
-        lock.withLock { detachLocked(timer) }
+        let wake: Bool = lock.withLock {
+            detachLocked(timer)
+            return sleepingModeBecameEmpty()
+        }
+        if wake { notifyLoop() }
     }
 
     /// Applies a change to a bound timer's schedule and repositions it in all its modes
@@ -219,7 +232,13 @@ extension Loop {
         }
         guard let serviced else { return }
 
+        // The callout gate (Loop+Callouts.swift): `invalidate()` from another thread waits for it.
+        guard let previous = beginCallout(timer, isValid: { timer.isValid }) else {
+            lock.withLock { timer.isFiring = false }
+            return
+        }
         timer.handler(timer)
+        endCallout(restoring: previous)
 
         lock.withLock {
             guard timer.isRepeating else {
@@ -230,12 +249,15 @@ extension Loop {
                 return
             }
             timer.isFiring = false
+            let now = waiter.now()
             let dates: (Int64, Int64)? = timer.withShared {
                 guard $0.isValid else { return nil }  // SPEC R39
-                // SPEC R38: a later date set during the callout is kept; otherwise R37.
+                // SPEC R38: a date set during the callout counts as now if it is in the past (R32);
+                // then, if later than the date serviced, it is kept (a past date: due again at once);
+                // otherwise R37 applies.
+                if $0.fireDate != serviced { $0.fireDate = max($0.fireDate, now) }
                 if $0.fireDate <= serviced {
-                    $0.fireDate = Self.nextFireDate(
-                        after: serviced, interval: timer.intervalNanoseconds, now: waiter.now())
+                    $0.fireDate = Self.nextFireDate(after: serviced, interval: timer.intervalNanoseconds, now: now)
                 }
                 return ($0.fireDate, $0.tolerance)
             }

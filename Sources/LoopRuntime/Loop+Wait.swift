@@ -64,6 +64,9 @@ extension Loop {
             if state.hasBlocks(for: run.mode) || state.hasSignalledSources(in: run.mode) {
                 return false
             }
+            // SPEC M7: the last item that kept the mode alive left it (e.g. during the observers
+            // of step 7); the end of this pass returns `finished` instead of sleeping.
+            if run.mode.hasNoSourcesOrTimers { return false }
             let deadline = min(run.deadline, run.mode.timerHeap.wakeDeadline())
             if deadline <= now || announceSleep(in: run.mode) { return false }
             resumeWatching(in: run.mode)
@@ -152,6 +155,15 @@ extension Loop {
             state.armedDeadline = deadline
             waiter.arm(deadline)
         }
+    }
+
+    /// After items left modes: true if the loop is blocked in a mode that nothing keeps alive any
+    /// more (observers do not count, SPEC R30), so that the caller wakes it after unlocking and the
+    /// run returns `finished` at once instead of sleeping until its deadline or forever (SPEC M7,
+    /// R10, R14). Lock held.
+    func sleepingModeBecameEmpty() -> Bool {
+        guard let sleeping = state.sleepingMode else { return false }
+        return sleeping.hasNoSourcesOrTimers
     }
 
     /// After a timer of `modes` changed from outside the loop's thread: if the loop is blocked in

@@ -34,7 +34,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     // - immutable after init: `owner`, `waiter`, `isMain`, `lock`, `state` (the reference);
     // - guarded by `lock`: every field of `state`, of its `ModeState`s, and the loop-side
     //   bookkeeping of bound items (`LoopTimer.modes`, …);
-    // - atomics: `sleepState`, `waitingFlag` (the wake-up protocol in Loop+Wait.swift);
+    // - atomics: `sleepState`, `waitingFlag` (the wake-up protocol in Loop+Wait.swift), `calloutItem`
+    //   (the callout gate in Loop+Callouts.swift);
     // - loop thread only: `scratch` (buffers reused by the pass so it does not allocate).
 
     /// The thread this loop belongs to.
@@ -47,6 +48,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// `awake`, `sleeping` or `notified`: see Loop+Wait.swift.
     let sleepState = Atomic<UInt8>(Loop.awake)
     let waitingFlag = Atomic<Bool>(false)
+    /// The item whose handler the loop thread is calling, or 0 (the callout gate, Loop+Callouts.swift).
+    let calloutItem = Atomic<UInt>(0)
     let scratch = PassScratch()
 
     init(owner: ThreadIdentity, waiter: any LoopWaiter, isMain: Bool = false) {
@@ -196,37 +199,13 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         )
     }
 
-    // MARK: - Teardown
-
-    /// Thread-exit teardown (SPEC R5): detach every item (sources get their cancel callback once
-    /// per mode and stay valid; descriptor sources stop being watched), drop queued blocks, close
-    /// the loop's own descriptors. Called on the exiting thread by the registry's pthread key
-    /// destructor.
-    func tearDown() {
-        // Executors of this loop refuse jobs from now on (their queues close in detachEverything;
-        // the shutdown policy: a trap, never a task suspended forever).
-        var detached = lock.withLock { () -> DetachedItems in
-            guard !state.isTornDown else { return DetachedItems() }
-            return detachEverything()
-        }
-        for (source, mode) in detached.cancels {
-            source.cancelHandler?(self, mode)
-        }
-        for source in detached.descriptorSources {
-            source.onTeardown?()
-        }
-        for handler in detached.teardownHandlers {
-            handler()
-        }
-        detached.release()
-        waiter.close()
-    }
+    // MARK: - Teardown (see Loop+Lifecycle.swift)
 
     /// Empties every mode and marks the loop torn down. Lock held; nothing is running (teardown
     /// happens when the thread exits, deinit when nothing refers to the loop), so every timer is in
     /// its modes' heaps. Everything whose last release could run user code (closures, sources,
     /// observers, timers, executors) is moved into the result, to be released after unlocking.
-    private func detachEverything() -> DetachedItems {
+    func detachEverything() -> DetachedItems {
         state.isTornDown = true
         var detached = DetachedItems()
         for modeState in state.modes.values {
@@ -269,21 +248,21 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         detached.objects.append(contentsOf: state.commonSources.values.map { $0 as AnyObject })
         detached.objects.append(contentsOf: state.commonObservers as [AnyObject])
         detached.objects.append(contentsOf: state.signalledSources as [AnyObject])
-        detached.objects.append(contentsOf: Array(state.attachments.values))
         detached.blocks = state.blocks
         state.commonTimers.removeAll()
         state.commonSources.removeAll()
         state.commonObservers.removeAll()
         state.blocks.removeAll()
         state.signalledSources.removeAll()
-        for queue in state.jobQueues { queue.close() }
+        let why = "the \(self) has ended: \((state.lifecycle.reason ?? .threadExited).explanation)"
+        for queue in state.jobQueues { queue.close(reason: why) }
         detached.objects.append(contentsOf: state.jobQueues as [AnyObject])
         state.jobQueues.removeAll()
         state.attachments.removeAll()
         if let driver = state.driver { detached.objects.append(driver) }
         state.driver = nil
-        detached.teardownHandlers = state.teardownHandlers.sorted { $0.key < $1.key }.map(\.value)
-        state.teardownHandlers.removeAll()
+        detached.objects.append(contentsOf: state.endHandlers.values.map { $0 as AnyObject })
+        state.endHandlers.removeAll()
         return detached
     }
 }
@@ -293,7 +272,6 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
 struct DetachedItems {
     var cancels: [(LoopSource, Loop.Mode)] = []
     var descriptorSources: [LoopDescriptorSource] = []
-    var teardownHandlers: [@Sendable () -> Void] = []
     var timerEntries: [TimerHeap.Entry] = []
     var blocks: [QueuedBlock] = []  // dropped unrun (SPEC R5)
     var objects: [AnyObject] = []

@@ -33,7 +33,7 @@ import Synchronization
 /// - Important: Safe from any thread: create, add, remove and invalidate from anywhere. The
 ///   handler runs on the loop's thread.
 public final class LoopDescriptorSource: @unchecked Sendable {
-    // Thread-safety: `descriptor`, `events`, `order`, `handler` and `onTeardown` are immutable.
+    // Thread-safety: `descriptor`, `events`, `order`, `handler` and `endAwareReference` are immutable.
     // `sharedState` is guarded by the source's stripe lock; `valid` is an atomic that only changes
     // under it. `modes`,
     // `token`, `isWatching`, `pendingEvents` and `isCommonItem` are guarded by the bound loop's
@@ -92,8 +92,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Among descriptor sources ready in the same pass, lower orders are performed first.
     public let order: Int
     let handler: @Sendable (LoopDescriptorSource, Events) -> Void
-    /// Called (once) when the source's loop is torn down at thread exit (used by `LoopPort`).
-    let onTeardown: (@Sendable () -> Void)?
+    /// The port this source delivers for, told when the loop ends (see `LoopEndAware`).
+    private let endAwareReference: EndAwareReference?
+    var endAware: (any LoopEndAware)? { endAwareReference?.target }
 
     /// Guarded by the source's stripe lock (`withShared`).
     @exclusivity(unchecked) private var sharedState = LoopBinding()
@@ -113,6 +114,10 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Readiness reported by the last wait and not yet performed.
     @exclusivity(unchecked) var pendingEvents: Events = []
     @exclusivity(unchecked) var isCommonItem = false
+    /// In how many waits in a row the source was reported ready, and the last of them (the check
+    /// for a descriptor closed while registered, SPEC R53).
+    @exclusivity(unchecked) var readyStreak = 0
+    @exclusivity(unchecked) var lastReadyWait = 0
 
     /// Creates a descriptor source.
     ///
@@ -129,14 +134,14 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         order: Int = 0,
         _ handler: @escaping @Sendable (LoopDescriptorSource, Events) -> Void
     ) {
-        self.init(descriptor: descriptor, events: events, order: order, onTeardown: nil, handler)
+        self.init(descriptor: descriptor, events: events, order: order, endAware: nil, handler)
     }
 
     init(
         descriptor: Int32,
         events: Events,
         order: Int,
-        onTeardown: (@Sendable () -> Void)?,
+        endAware: EndAwareReference?,
         _ handler: @escaping @Sendable (LoopDescriptorSource, Events) -> Void
     ) {
         precondition(
@@ -148,7 +153,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         self.events = events.intersection([.readable, .writable])
         self.order = order
         self.handler = handler
-        self.onTeardown = onTeardown
+        self.endAwareReference = endAware
     }
 
     /// False once the source was invalidated.
@@ -159,14 +164,21 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Removes the source from every mode of its loop and stops watching the descriptor. It is never
     /// performed again. Idempotent. Call it (or remove the source) before closing the descriptor.
     ///
+    /// When it returns, the handler is not running and will not run again — unless you call it on
+    /// the loop's thread (from the handler itself or another callout: it returns at once), or while
+    /// the handler runs a nested run of the loop. Called on another thread while the loop is in the
+    /// middle of the handler, it waits for the handler to return; so the handler must not wait for
+    /// the thread that invalidates it.
+    ///
     /// - Important: Safe from any thread, including the source's own handler.
     public func invalidate() {
         let loop: Loop? = withShared {
             guard valid.load(ordering: .relaxed) else { return nil }
-            valid.store(false, ordering: .releasing)
+            valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
             return $0.loop
         }
         loop?.detach(self)
+        loop?.waitForCallout(of: self)
     }
 }
 
@@ -177,4 +189,10 @@ extension LoopDescriptorSource: LoopBoundItem {
     func withBinding<R>(_ body: (inout LoopBinding, _ isValid: Bool) -> R) -> R {
         withShared { body(&$0, valid.load(ordering: .relaxed)) }
     }
+}
+
+/// A weak reference from a descriptor source to the port that owns it (the port owns the source).
+final class EndAwareReference: @unchecked Sendable {
+    // Written once, by the port's initializer, before the source is added to a loop; read after.
+    weak var target: (any LoopEndAware)?
 }

@@ -24,8 +24,11 @@ public final class LoopDriver: Sendable {
         var mode: Loop.Mode
         var stopRequested = false
         var isDriving = false
-        /// Callbacks waiting for the loop to enter a mode.
-        var entered: [(mode: Loop.Mode, callback: @Sendable () -> Void)] = []
+        /// The last drive ended and no new one started: a switch now can never be served.
+        var driveEnded = false
+        /// Callbacks waiting for the loop to enter a mode (`true`), or for the drive to end first
+        /// (`false`).
+        var entered: [(mode: Loop.Mode, callback: @Sendable (Bool) -> Void)] = []
         var keptAlive: Set<Loop.Mode> = []
         /// The run depth of the driver's own run calls (nested runs are left alone).
         var depth = 0
@@ -73,14 +76,18 @@ public final class LoopDriver: Sendable {
     public func run() {
         loop.preconditionOnLoopThread("LoopDriver.run()")
         // A stop requested before `run()` even started counts: it returns at once.
-        state.withLock { $0.isDriving = true }
+        state.withLock {
+            $0.isDriving = true
+            $0.driveEnded = false
+        }
         loop.registerDriver(self)
         defer {
             loop.unregisterDriver(self)
             // Nobody will enter a mode for the waiting switches any more: release them. And the
             // driver's items leave the loop, so that later runs of it behave as without a driver.
-            let (abandoned, visited): ([@Sendable () -> Void], Set<Loop.Mode>) = state.withLock { state in
+            let (abandoned, visited): ([@Sendable (Bool) -> Void], Set<Loop.Mode>) = state.withLock { state in
                 state.isDriving = false
+                state.driveEnded = true
                 state.stopRequested = false  // the driver can be run again
                 let callbacks = state.entered.map(\.callback)
                 state.entered.removeAll()
@@ -91,7 +98,7 @@ public final class LoopDriver: Sendable {
                 loop.remove(keepAlive, forMode: mode)
                 loop.remove(guardian, forMode: mode)
             }
-            for callback in abandoned { callback() }
+            for callback in abandoned { callback(false) }
         }
         while true {
             let (mode, stop, mustKeepAlive) = state.withLock { state in
@@ -111,20 +118,38 @@ public final class LoopDriver: Sendable {
 
     /// Leaves the current mode and re-enters the loop in `mode`; `entered` is called on the loop's
     /// thread from the first pass in the new mode (soon, if the loop already runs it), or when the
-    /// drive ends before that.
+    /// drive ends before that — at once, on the calling thread, if the drive has already ended.
     ///
     /// - Important: Safe from any thread.
     public func switchMode(to mode: Loop.Mode, entered: (@Sendable () -> Void)? = nil) {
+        if let entered {
+            switchMode(to: mode, completion: { _ in entered() })
+        } else {
+            switchMode(to: mode, completion: nil)
+        }
+    }
+
+    /// ``switchMode(to:entered:)``, telling `completion` whether the loop entered `mode` (`true`) or
+    /// the drive ended first (`false`). `completion` is called exactly once. Support for the
+    /// `LoopExecutor` module.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func switchMode(to mode: Loop.Mode, completion: (@Sendable (Bool) -> Void)?) {
         precondition(mode != .common, "LoopDriver.switchMode(to:): .common cannot be run (SPEC R9).")
-        let changed = state.withLock { state in
-            if let entered { state.entered.append((mode, entered)) }
+        let outcome: (changed: Bool, ended: Bool) = state.withLock { state in
+            // A drive that has ended calls no callback any more: answer now, never leave it waiting.
+            if state.driveEnded { return (false, true) }
+            if let completion { state.entered.append((mode, completion)) }
             let changed = state.mode != mode
             state.mode = mode
-            return changed
+            return (changed, false)
         }
-        if changed {
+        if outcome.ended {
+            completion?(false)
+        } else if outcome.changed {
             stopOwnRun()
-        } else if entered != nil {
+        } else if completion != nil {
             serveEntered(mode)  // already in that mode
         }
     }
@@ -132,13 +157,21 @@ public final class LoopDriver: Sendable {
     /// Queues a block of `mode` that calls the callbacks waiting for `mode`: it runs in the first
     /// pass of that mode.
     private func serveEntered(_ mode: Loop.Mode) {
-        loop.perform(inModes: [mode]) { [state] in
-            let ready: [@Sendable () -> Void] = state.withLock { state in
-                let matching = state.entered.filter { $0.mode == mode }.map(\.callback)
-                state.entered.removeAll { $0.mode == mode }
-                return matching
-            }
-            for callback in ready { callback() }
+        let queued = loop.perform(inModes: [mode]) { [self] in
+            for callback in takeEntered(mode) { callback(true) }
+        }
+        // The loop has ended: nothing will ever enter `mode`, so the waiting switches hear it now.
+        if !queued {
+            for callback in takeEntered(mode) { callback(false) }
+        }
+    }
+
+    /// The callbacks waiting for `mode`, taken out so that each is called once.
+    private func takeEntered(_ mode: Loop.Mode) -> [@Sendable (Bool) -> Void] {
+        state.withLock { state in
+            let matching = state.entered.filter { $0.mode == mode }.map(\.callback)
+            state.entered.removeAll { $0.mode == mode }
+            return matching
         }
     }
 

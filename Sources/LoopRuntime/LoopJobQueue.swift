@@ -17,10 +17,10 @@ import Synchronization
 /// - Important: Safe from any thread.
 @_spi(LoopExecutorSupport)
 public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `lock`; see below
-    // Thread-safety: `loop` and `modes` are immutable; `pending`, `spare`, `isClosed` are guarded
-    // by `lock`; `runJob` is read on the loop's thread and cleared under `lock` at close, after
-    // which the loop never runs the queue; `isRunning` is touched only on the loop's thread; `loopSleepsInMyMode` is
-    // an atomic written by the loop under its own lock.
+    // Thread-safety: `loop` and `modes` are immutable; `pending`, `spare`, `closedReason` and
+    // `keeper` are guarded by `lock`; `runJob` is read on the loop's thread and cleared under `lock`
+    // at close, after which the loop never runs the queue; `isRunning` is touched only on the
+    // loop's thread; `loopSleepsInMyMode` is an atomic written by the loop under its own lock.
 
     /// The loop the jobs run on.
     public let loop: Loop
@@ -31,7 +31,11 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     private let lock = LoopLock()
     @exclusivity(unchecked) private var pending: [UnownedJob] = []
     @exclusivity(unchecked) private var spare: [UnownedJob] = []
-    @exclusivity(unchecked) private var isClosed = false
+    /// Why the queue refuses jobs (the loop ended), or `nil` while it accepts them.
+    @exclusivity(unchecked) private var closedReason: String?
+    /// The owner of the jobs (the executor), kept alive while jobs are queued: a job must never
+    /// find its executor gone, yet an idle executor must be free to go when nothing holds it.
+    @exclusivity(unchecked) private var keeper: AnyObject?
     /// The queue's batch is running (SPEC N3). Loop thread only.
     @exclusivity(unchecked) var isRunning = false
     let loopSleepsInMyMode = Atomic<Bool>(false)
@@ -52,17 +56,20 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         loop.register(self)
     }
 
-    /// Queues `job`. Traps if the loop's thread has ended: the job could never run, and its task
-    /// would stay suspended forever (see the executor's shutdown policy).
-    public func enqueue(_ job: UnownedJob) {
+    /// Queues `job`, keeping `owner` alive until the queue is empty again. Traps if the loop has
+    /// ended: the job could never run, and its task would stay suspended forever (see the
+    /// executor's shutdown policy).
+    public func enqueue(_ job: UnownedJob, keeping owner: AnyObject? = nil) {
         let wasEmpty: Bool = lock.withLock {
-            if isClosed {
+            if let closedReason {
                 fatalError(
-                    "LoopExecutor: a job was enqueued on the \(loop), whose thread has ended. Nothing would ever run it and its task would stay suspended forever. Shut a LoopThread down only after the actors and tasks that use its executor are done (the shutdown runs every job enqueued before it)."
+                    "LoopExecutor: a job was enqueued after \(closedReason). Nothing would ever run it and its task would stay suspended forever. Let the actors and tasks that use a LoopThread's executor finish before you shut it down (the shutdown runs every job enqueued before it ends, and resumes the loop's sleeps, ticks and activity streams), or keep the thread until then."
                 )
             }
             pending.append(job)
-            return pending.count == 1
+            guard pending.count == 1 else { return false }
+            if keeper == nil { keeper = owner }
+            return true
         }
         if wasEmpty && loopSleepsInMyMode.load(ordering: .sequentiallyConsistent) {
             loop.notifyLoop()
@@ -86,7 +93,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// Step 4: runs the jobs queued now, in order (SPEC N1, N2). Returns true if any ran.
     func runBatch() -> Bool {
         var batch: [UnownedJob] = lock.withLock {
-            guard !pending.isEmpty, !isClosed else { return [] }
+            guard !pending.isEmpty, closedReason == nil else { return [] }
             let batch = pending
             pending = spare
             spare = []
@@ -100,33 +107,44 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         }
         isRunning = false
         batch.removeAll(keepingCapacity: true)
-        lock.withLock {
+        let released: AnyObject? = lock.withLock {
             if spare.capacity < batch.capacity { spare = batch }
+            guard pending.isEmpty else { return nil }
+            defer { keeper = nil }
+            return keeper
         }
+        _ = released  // released after unlocking: it may be the executor's last reference
         return true
     }
 
-    /// Closes the queue and removes it from its loop (for a queue that lost a race to be the
-    /// loop's shared one; it never had jobs).
+    /// Closes the queue and removes it from its loop: its executor is gone (and had no jobs, since
+    /// queued jobs keep it alive).
     public func retire() {
-        close()
+        close(reason: "its executor was released")
         loop.unregister(self)
     }
 
-    /// The loop's thread ended: refuse further jobs.
-    func close() {
-        lock.withLock {
-            isClosed = true
-            runJob = nil
+    /// The loop ended (`reason` says how, for the message of a late enqueue): refuse further jobs.
+    func close(reason: String) {
+        let released: (AnyObject?, Any?) = lock.withLock {
+            if closedReason == nil { closedReason = reason }
+            defer {
+                runJob = nil
+                keeper = nil
+            }
+            return (keeper, runJob)
         }
+        _ = released  // released after unlocking (see `keeper`)
     }
 }
 
 extension Loop {
     /// Registers a job queue (called by its initializer). Lock order: loop lock, then queue lock.
     func register(_ queue: LoopJobQueue) {
-        let closed = lock.withLock { () -> Bool in
-            guard !state.isTornDown else { return true }
+        let endedBecause = lock.withLock { () -> String? in
+            if let reason = state.lifecycle.reason, state.lifecycle.isEnded {
+                return "the \(self) has ended: \(reason.explanation)"
+            }
             state.jobQueues.append(queue)
             // A loop already asleep in one of the queue's modes must hear of its first job.
             if let sleeping = state.sleepingMode, queue.matches(sleeping) {
@@ -135,9 +153,9 @@ extension Loop {
             for mode in queue.modes where mode != .common {
                 _ = state.modeState(mode)  // SPEC R4
             }
-            return false
+            return nil
         }
-        if closed { queue.close() }
+        if let endedBecause { queue.close(reason: endedBecause) }
     }
 
     func unregister(_ queue: LoopJobQueue) {
@@ -159,7 +177,7 @@ extension Loop {
 extension Loop {
     /// An object attached to this loop under `key`, made by `make` the first time. Support for the
     /// `LoopExecutor` module (one shared executor per loop and mode list, so that actors pinned to
-    /// the same loop do not hop between them). Attachments are dropped at thread-exit teardown.
+    /// the same loop do not hop between them). The loop holds attachments weakly.
     ///
     /// - Important: Safe from any thread.
     @_spi(LoopExecutorSupport)
@@ -167,12 +185,13 @@ extension Loop {
         for key: [Mode], make: () -> Object, discard: (Object) -> Void = { _ in }
     ) -> Object {
         // `make` runs outside the lock (it may register a job queue, which takes it). When two
-        // threads race, the loser's object is handed to `discard`.
-        if let existing = lock.withLock({ state.attachments[key] }) as? Object { return existing }
+        // threads race, the loser's object is handed to `discard`. The table holds its objects
+        // weakly: an attachment lives while someone uses it, and a later call makes a new one.
+        if let existing = lock.withLock({ state.attachments[key]?.object }) as? Object { return existing }
         let made = make()
         let winner: Object = lock.withLock {
-            if let existing = state.attachments[key] as? Object { return existing }
-            if !state.isTornDown { state.attachments[key] = made }
+            if let existing = state.attachments[key]?.object as? Object { return existing }
+            if state.lifecycle.acceptsWork { state.attachments[key] = WeakObject(object: made) }
             return made
         }
         if winner !== made { discard(made) }
@@ -181,30 +200,6 @@ extension Loop {
 }
 
 extension Loop {
-    /// Registers `handler` to be called (once, on the loop's thread) when the loop is torn down at
-    /// thread exit, after every item was detached. Returns `nil`, without registering, if the loop
-    /// is already torn down. Support for the `LoopExecutor` module: pending sleeps, ticks and
-    /// activity streams end when their loop does.
-    ///
-    /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func addTeardownHandler(_ handler: @escaping @Sendable () -> Void) -> UInt64? {
-        lock.withLock {
-            guard !state.isTornDown else { return nil }
-            state.nextTeardownToken += 1
-            state.teardownHandlers[state.nextTeardownToken] = handler
-            return state.nextTeardownToken
-        }
-    }
-
-    /// Forgets a handler registered with ``addTeardownHandler(_:)``.
-    ///
-    /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func removeTeardownHandler(_ token: UInt64) {
-        lock.withLock { _ = state.teardownHandlers.removeValue(forKey: token) }
-    }
-
     /// The innermost run call's mode and the number of run calls in progress (nested runs count),
     /// read together. Support for the activity stream.
     ///

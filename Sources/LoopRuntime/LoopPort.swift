@@ -69,11 +69,12 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         self.eventFD = eventFD
         self.handler = handler
         let box = WeakPortBox<Message>()
+        let endAware = EndAwareReference()
         source = LoopDescriptorSource(
-            descriptor: eventFD, events: .readable, order: order,
-            onTeardown: { box.port?.loopEnded() },
+            descriptor: eventFD, events: .readable, order: order, endAware: endAware,
             { _, _ in box.port?.deliver() })
         box.port = self
+        endAware.target = self
     }
 
     deinit {
@@ -142,9 +143,20 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         state.withLock { if $0.spare.isEmpty { $0.spare = batch } }
     }
 
-    /// The loop's thread exited (SPEC R5): refuse further sends.
-    private func loopEnded() {
-        let loopName = source.withShared { $0.loop?.description } ?? "port's loop"
+}
+
+extension LoopPort: LoopEndAware {
+    /// The loop is draining: refuse further sends unless messages are still queued.
+    func sealIfIdle(loopName: String) -> Bool {
+        state.withLock {
+            guard $0.messages.isEmpty else { return false }
+            if $0.failure == nil { $0.failure = .loopEnded(loop: loopName) }
+            return true
+        }
+    }
+
+    /// The loop ended (or refused the port): refuse further sends.
+    func loopEnded(loopName: String) {
         state.withLock {
             if $0.failure == nil { $0.failure = .loopEnded(loop: loopName) }
         }
@@ -161,11 +173,14 @@ extension Loop {
     /// Adds `port` to `mode` (every common mode for ``Mode/common``): its messages are delivered
     /// while this loop runs one of the port's modes (SPEC R54).
     ///
+    /// A loop that is shutting down or has ended refuses the port: it can never deliver, so the port
+    /// is invalidated at once and a ``LoopPort/send(_:)`` throws ``LoopPort/SendError/loopEnded(loop:)``.
+    ///
     /// - Throws: ``LoopSystemError`` if the port's eventfd cannot be watched.
     /// - Precondition: `port` is not already bound to another loop.
     /// - Important: Safe from any thread.
     public func add<Message>(_ port: LoopPort<Message>, forMode mode: Mode) throws(LoopSystemError) {
-        try add(port.source, forMode: mode)
+        if try !addDescriptorSource(port.source, forMode: mode) { port.loopEnded(loopName: description) }
     }
 
     /// Removes `port` from `mode`. Messages wait until the port is in a running mode again.

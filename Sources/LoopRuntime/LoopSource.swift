@@ -107,15 +107,22 @@ public final class LoopSource: @unchecked Sendable {
     /// Removes the source from every mode of every loop, calling `cancel` once per mode
     /// (SPEC R51, R52). Idempotent; a source signalled but not yet performed is not performed.
     ///
+    /// When it returns, `perform` is not running and will not run again — unless you call it on a
+    /// loop's thread, from `perform` itself or another callout (the call then returns at once), or
+    /// while `perform` runs a nested run of its loop. Called on another thread while a loop is in
+    /// the middle of `perform`, it waits for `perform` to return; so `perform` must not wait for
+    /// the thread that invalidates it.
+    ///
     /// - Important: Safe from any thread, including the source's own perform.
     public func invalidate() {
         let loops: [Loop] = withRegistrations {
             guard valid.load(ordering: .relaxed) else { return [] }
-            valid.store(false, ordering: .releasing)
+            valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
             return $0.values.compactMap(\.loop)
         }
         for loop in loops {
             loop.detach(self)
+            loop.waitForCallout(of: self)
         }
     }
 

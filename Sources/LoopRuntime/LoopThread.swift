@@ -21,16 +21,33 @@ import Synchronization
 /// worker.shutdown()                                                // runs what was accepted, joins
 /// ```
 ///
-/// **Shutdown policy.** ``shutdown()`` refuses new work (a perform after it throws
-/// ``LoopThreadError/shutDown(thread:)``), stops the loop, runs every block and executor job
-/// accepted before it — each in a pass of one of its modes — cancels the delayed performs that have not fired (their
-/// timers become invalid, so the caller can see they never ran), and joins the thread. Releasing the
-/// last reference to a running `LoopThread` shuts it down the same way.
+/// **Shutdown.** ``shutdown()`` (or ``shutdown(async:)`` from async code) takes the loop from open
+/// to draining to ended, in this order:
+/// 1. New work through the thread is refused (``perform(inModes:waitUntilDone:_:)`` throws
+///    ``LoopThreadError/shutDown(thread:)``), and the loop refuses new items (a timer, observer,
+///    descriptor source or port added now is invalidated). Every pending async sleep, tick
+///    sequence and activity stream of the loop ends now (a sleep throws `LoopEndedError`, the
+///    sequences end), *before* the executors stop, so an actor pinned to this thread that was
+///    waiting in one of them runs on.
+/// 2. The loop is stopped, and every block, executor job and port message accepted so far runs —
+///    each in a pass of one of its modes — and so does the work that work queues, until none is
+///    left. Delayed performs that have not fired are cancelled (their timers become invalid).
+/// 3. The loop ends: ``Loop/perform(inModes:_:)`` returns `false`, a port's send throws, an enqueue
+///    on one of its executors traps with a message naming the loop and the thread that called
+///    `shutdown()` (the one remaining programmer error: let pinned actors finish first).
+/// 4. Every item is detached (SPEC R5), the descriptors are closed, the thread ends — and only then
+///    does `shutdown()` return, on every thread that called it.
+///
+/// **Releasing the last reference** never crashes anything. If no executor of the loop is held any
+/// more (no actor pinned to the thread is alive), the release shuts the thread down as above and
+/// waits for it. Otherwise the thread goes on serving the pinned actors and shuts itself down the
+/// same way once the last executor is released. A plain reference to ``loop`` does not keep the
+/// thread: calls on the loop after it ended are answered (`false`, an error, an invalidated item).
 ///
 /// - Important: Safe from any thread.
 public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
-    // Thread-safety: `name`, `loop`, `core` and `thread` are immutable after init; `core`'s state
-    // is guarded by its mutex.
+    // Thread-safety: `name`, `loop`, `driver`, `core` and `thread` are immutable after init;
+    // `core`'s state is guarded by its lock; `lease` is only touched by init and deinit.
 
     /// The thread's name (the kernel keeps its first 15 bytes).
     public let name: String
@@ -41,12 +58,12 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     public let driver: LoopDriver
     private let core: Core
     private let thread: PlatformThread
+    /// Keeps the thread running; shared with the loop's executors (see ``Lease``).
+    private var lease: Lease?
 
     /// Shared by the `LoopThread` and its thread (which must not keep the `LoopThread` alive).
     private final class Core: Sendable {
-        enum Phase { case starting, running, shuttingDown, ended }
         struct State {
-            var phase = Phase.starting
             var loop: Loop?
             var driver: LoopDriver?
             var startError: LoopSystemError?
@@ -56,7 +73,8 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         }
         let state = Locked(State())
         let started = DispatchSemaphore(value: 0)
-        /// Entered before the thread starts, left when its main function returns.
+        /// Entered before the thread starts, left when its main function returns — after the loop
+        /// was drained and torn down.
         let running = DispatchGroup()
 
         /// True the first time only.
@@ -67,8 +85,28 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
                 return first
             }
         }
+    }
 
-        var isShuttingDown: Bool { state.withLock { $0.phase != .running && $0.phase != .starting } }
+    /// What keeps a released `LoopThread` serving the actors pinned to it: held by the `LoopThread`
+    /// and by every executor of its loop (weakly by the loop). When the last holder lets go, the
+    /// thread shuts itself down and, since nobody is left to join it, detaches.
+    private final class Lease: Sendable {
+        let loop: Loop
+        let driver: LoopDriver
+        let core: Core
+        let thread: PlatformThread
+
+        init(loop: Loop, driver: LoopDriver, core: Core, thread: PlatformThread) {
+            self.loop = loop
+            self.driver = driver
+            self.core = core
+            self.thread = thread
+        }
+
+        deinit {
+            if loop.beginDraining(.released) { driver.stop() }
+            if core.claimJoin() { thread.detach() }
+        }
     }
 
     /// Starts a thread named `name` and waits until its loop is running.
@@ -97,25 +135,37 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         }
         self.loop = loop!
         self.driver = driver!
+        let lease = Lease(loop: loop!, driver: driver!, core: core, thread: thread)
+        loop!.setLifetimeLease(lease)
+        self.lease = lease
     }
 
     deinit {
-        if loop.isCurrentThread {
-            // The last reference went away on the thread itself: it cannot join itself.
-            requestShutdown()
-            if core.claimJoin() { thread.detach() }
-        } else {
-            shutdown()
+        guard isKnownUniquelyReferenced(&lease) else {
+            // An executor of the loop is still held (an actor pinned to the thread may still send
+            // it work): the thread serves on, and ends when the last executor is released.
+            return
+        }
+        // Nothing else can reach the thread: shut it down now, as `shutdown()` does.
+        if core.claimJoin() {
+            if loop.beginDraining(.released) { driver.stop() }
+            lease = nil
+            if loop.isCurrentThread {
+                thread.detach()  // the last reference went away on the thread itself
+            } else {
+                core.running.wait()
+                thread.join()
+            }
         }
     }
 
     /// `LoopThread 'name'`.
     public var description: String { "LoopThread '\(name)'" }
 
-    /// True until ``shutdown()`` is called.
+    /// True until a shutdown begins (``shutdown()``, or the release of the last reference).
     ///
     /// - Important: Safe from any thread.
-    public var isRunning: Bool { !core.isShuttingDown }
+    public var isRunning: Bool { loop.isOpen }
 
     // MARK: - Cross-thread perform
 
@@ -129,8 +179,8 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     ///   - modes: The modes the block may run in; must not be empty. Defaults to ``Loop/Mode/common``.
     ///   - waitUntilDone: Block the caller until the block has run.
     ///   - block: The work.
-    /// - Throws: ``LoopThreadError/shutDown(thread:)`` after ``shutdown()``: the block was not
-    ///   queued and will never run.
+    /// - Throws: ``LoopThreadError/shutDown(thread:)`` once a shutdown has begun: the block was not
+    ///   queued and will never run. (A block accepted before runs in the shutdown's drain.)
     /// - Important: Safe from any thread.
     public func perform(
         inModes modes: [Loop.Mode] = [.common],
@@ -147,13 +197,11 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             return
         }
         let done = waitUntilDone ? DispatchSemaphore(value: 0) : nil
-        try core.state.withLock { (state) throws(LoopThreadError) in
-            guard state.phase == .running else { throw .shutDown(thread: name) }
-            loop.perform(inModes: modes) {
-                block()
-                done?.signal()
-            }
+        let queued = loop.performIfOpen(inModes: modes) {
+            block()
+            done?.signal()
         }
+        guard queued else { throw .shutDown(thread: name) }
         done?.wait()
     }
 
@@ -161,28 +209,25 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// (SPEC R76): ``perform(inModes:waitUntilDone:_:)`` with its defaults, without building a mode
     /// list.
     ///
-    /// - Throws: ``LoopThreadError/shutDown(thread:)`` after ``shutdown()``: the block was not
+    /// - Throws: ``LoopThreadError/shutDown(thread:)`` once a shutdown has begun: the block was not
     ///   queued and will never run.
     /// - Important: Safe from any thread.
     public func perform(_ block: @escaping @Sendable () -> Void) throws(LoopThreadError) {
-        try core.state.withLock { (state) throws(LoopThreadError) in
-            guard state.phase == .running else { throw .shutDown(thread: name) }
-            loop.perform(block)
-        }
+        guard loop.performIfOpen(block) else { throw .shutDown(thread: name) }
     }
 
     /// Runs `block` once on the thread, `delay` from now, in one of `modes` (SPEC R75).
     ///
     /// A one-shot timer on the thread's loop; a delay of zero still waits for the loop to run one
     /// of the modes. The returned timer is the handle: ``LoopTimer/invalidate()`` cancels it.
-    /// ``shutdown()`` cancels delayed performs that have not run (their timers become invalid).
+    /// A shutdown cancels delayed performs that have not run (their timers become invalid).
     ///
     /// - Parameters:
     ///   - delay: How long to wait at least.
     ///   - modes: The modes it may run in; must not be empty. Defaults to ``Loop/Mode/default``.
     ///   - block: The work.
-    /// - Returns: The timer that will run the block.
-    /// - Throws: ``LoopThreadError/shutDown(thread:)`` after ``shutdown()``.
+    /// - Returns: The timer that will run the block (invalid already if a shutdown began meanwhile).
+    /// - Throws: ``LoopThreadError/shutDown(thread:)`` once a shutdown has begun.
     /// - Important: Safe from any thread.
     @discardableResult
     public func perform(
@@ -190,16 +235,18 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         inModes modes: [Loop.Mode] = [.default],
         _ block: @escaping @Sendable () -> Void
     ) throws(LoopThreadError) -> LoopTimer {
+        guard isRunning else { throw .shutDown(thread: name) }
         let core = self.core
-        return try core.state.withLock { (state) throws(LoopThreadError) -> LoopTimer in
-            guard state.phase == .running else { throw .shutDown(thread: name) }
+        return core.state.withLock { state -> LoopTimer in
             let timerBox = TimerBox()
             let timer = loop.perform(after: delay, inModes: modes) {
                 // The box is read under the same lock its writer holds, so a timer that fires at
                 // once still finds itself.
-                core.state.withLock { state in
-                    if let timer = timerBox.timer { state.delayed.removeValue(forKey: ObjectIdentifier(timer)) }
+                let done: LoopTimer? = core.state.withLock { state in
+                    guard let timer = timerBox.timer else { return nil }
+                    return state.delayed.removeValue(forKey: ObjectIdentifier(timer))
                 }
+                _ = done  // released after unlocking
                 block()
             }
             timerBox.timer = timer
@@ -212,12 +259,15 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - Shutdown
 
-    /// Shuts the thread down: refuses new work, stops the loop, runs every block accepted before,
-    /// cancels pending delayed performs, and waits for the thread to end. Idempotent.
+    /// Shuts the thread down and waits until it has ended: refuses new work, ends the loop's
+    /// pending sleeps, ticks and activity streams, runs every block, job and port message accepted
+    /// before, cancels pending delayed performs, tears the loop down and joins the thread (see
+    /// *Shutdown* above). Idempotent.
     ///
-    /// Called on the thread itself (from a callout), it requests the shutdown, which completes when
-    /// the callout returns, and does not wait. Called from several threads, each returns once the
-    /// thread has ended.
+    /// Called on the thread itself (from a callout or a job), it requests the shutdown, which
+    /// completes when the callout returns, and does not wait. Called from several threads, each
+    /// returns once the thread has ended and its loop was torn down. From async code prefer
+    /// ``shutdown(async:)``, which does not block a thread of the cooperative pool.
     ///
     /// - Important: Safe from any thread.
     public func shutdown() {
@@ -227,16 +277,30 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         if core.claimJoin() { thread.join() }
     }
 
-    /// Marks the shutdown and stops the loop; true the first time.
-    @discardableResult
-    private func requestShutdown() -> Bool {
-        let first = core.state.withLock {
-            guard $0.phase == .running else { return false }
-            $0.phase = .shuttingDown
-            return true
+    /// Shuts the thread down like ``shutdown()`` and returns once it has ended, suspending the
+    /// calling task instead of blocking its thread. Idempotent.
+    ///
+    /// Awaited on the thread itself (from a job of an actor pinned to it), it requests the shutdown
+    /// and returns at once: the shutdown cannot finish while the awaiting job runs.
+    ///
+    /// - Parameter async: Pass `true`; the label distinguishes this from ``shutdown()``.
+    /// - Important: Safe from any task.
+    public func shutdown(async: Bool = true) async {
+        requestShutdown()
+        guard !loop.isCurrentThread else { return }
+        let core = self.core
+        let thread = self.thread
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            core.running.notify(queue: .global()) {
+                if core.claimJoin() { thread.join() }
+                continuation.resume()
+            }
         }
-        if first { driver.stop() }
-        return first
+    }
+
+    /// Begins the shutdown (shutdown step 1, Loop+Lifecycle.swift) and stops the drive.
+    private func requestShutdown() {
+        if loop.beginDraining(.shutDown(calledOn: ThreadIdentity.currentDebugName)) { driver.stop() }
     }
 
     // MARK: - The thread
@@ -258,31 +322,29 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         core.state.withLock {
             $0.loop = loop
             $0.driver = driver
-            $0.phase = .running
         }
         core.started.signal()
 
         driver.run()
 
-        // Orderly end: every block and executor job accepted before the shutdown runs, in a pass of
-        // one of its modes. The executors' queues close in the same locked step that finds no work
-        // left, so a job enqueued after that traps (the policy) instead of being dropped.
-        // (A block that re-queues itself forever is cut off after 10,000 rounds; what is left then
-        // is dropped with the loop at thread exit, SPEC R5.)
+        // Shutdown steps 2–4 (Loop+Lifecycle.swift). The drive can also end because someone stopped
+        // the driver itself: that ends the thread too, in the same order.
+        loop.beginDraining(.threadExited)
+        // A drain that never runs dry (a block that re-queues itself for ever) is cut off after
+        // 10,000 rounds; what is left then is dropped with the loop (SPEC R5).
         var rounds = 0
-        while case let modes = loop.modesWithQueuedWorkOrSeal(), !modes.isEmpty, rounds < 10_000 {
+        while case let modes = loop.modesToDrainOrSeal(force: rounds == 10_000), !modes.isEmpty {
             for mode in modes { loop.run(mode, for: .zero) }
             rounds += 1
         }
         let delayed = core.state.withLock { state in
-            state.phase = .ended
-            let pending = Array(state.delayed.values)
-            state.delayed.removeAll()
-            return pending
+            defer { state.delayed.removeAll() }
+            return Array(state.delayed.values)
         }
         for timer in delayed { timer.invalidate() }
         keepAlive.invalidate()
-        // The thread now exits; its loop is torn down (SPEC R5).
+        loop.tearDown()
+        // The thread now exits; `running` is left, and every `shutdown()` caller returns.
     }
 }
 

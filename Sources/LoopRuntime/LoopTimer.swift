@@ -153,6 +153,12 @@ public final class LoopTimer: @unchecked Sendable {
     /// Stops the timer for good and removes it from every mode of its loop (SPEC R31-like,
     /// R39). Idempotent. A loop sleeping until this timer re-arms its wait (SPEC M7).
     ///
+    /// When it returns, the handler is not running and will not run again — unless you call it on
+    /// the loop's thread (from the handler itself or another callout: it returns at once), or while
+    /// the handler runs a nested run of the loop. Called on another thread while the loop is in
+    /// the middle of the handler, it waits for the handler to return; so the handler must not wait
+    /// for the thread that invalidates it.
+    ///
     /// - Important: Safe from any thread, including the timer's own handler.
     public func invalidate() {
         let loop: Loop? = withShared {
@@ -161,6 +167,7 @@ public final class LoopTimer: @unchecked Sendable {
             return $0.binding.loop
         }
         loop?.detach(self)
+        loop?.waitForCallout(of: self)
     }
 
     /// Applies a change to the schedule, through the loop when the timer is bound to one so its

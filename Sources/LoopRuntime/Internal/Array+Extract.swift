@@ -1,14 +1,13 @@
 extension Array {
-    /// Moves the elements `route` sends `.take` to the end of `taken`, drops those it sends
-    /// `.drop`, and keeps the rest in place, in their order. O(n), no allocation beyond `taken`.
+    /// Moves the elements `route` sends `.take` to the end of `taken` and keeps the rest in place,
+    /// in their order. O(n), no allocation beyond `taken`. (Nothing is dropped here: the caller
+    /// releases what it took after unlocking.)
     mutating func extract(into taken: inout [Element], _ route: (Element) -> ExtractRoute) {
         var kept = 0
         for index in indices {
             switch route(self[index]) {
             case .take:
                 taken.append(self[index])
-            case .drop:
-                continue
             case .keep:
                 if kept != index { self[kept] = self[index] }
                 kept += 1
@@ -20,5 +19,5 @@ extension Array {
 
 /// Where `Array.extract(into:_:)` sends an element.
 enum ExtractRoute {
-    case take, keep, drop
+    case take, keep
 }

@@ -80,20 +80,27 @@ final class LoopState {
     /// Descriptor sources not watched for now, because they became ready while the loop ran a mode
     /// they are not in; watched again before a wait in one of their modes.
     @exclusivity(unchecked) var pausedDescriptorSources: [LoopDescriptorSource] = []
+    /// Waits that reported a ready descriptor, counted (see `checkStillRegistered`).
+    @exclusivity(unchecked) var waitsWithReadiness = 0
     /// Descriptor sources with readiness not yet performed.
     @exclusivity(unchecked) var readyDescriptorSources: [LoopDescriptorSource] = []
 
     /// The executors' job queues (SPEC N1–N4).
     @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = []
-    /// Called once at thread-exit teardown (ends pending sleeps, ticks and activity streams).
-    @exclusivity(unchecked) var teardownHandlers: [UInt64: @Sendable () -> Void] = [:]
-    @exclusivity(unchecked) var nextTeardownToken: UInt64 = 0
+    /// Called once when the loop stops accepting items (ends pending sleeps, ticks and activity
+    /// streams; see Loop+Lifecycle.swift).
+    @exclusivity(unchecked) var endHandlers: [UInt64: @Sendable () -> Void] = [:]
+    @exclusivity(unchecked) var nextEndHandlerToken: UInt64 = 0
+    /// The keep-alive object of the `LoopThread` that owns the loop, if any (weak: the `LoopThread`
+    /// and the loop's executors hold it).
+    @exclusivity(unchecked) var lease = WeakObject()
     /// The main loop watches libdispatch's main-queue handle (see Loop+MainQueue.swift).
     @exclusivity(unchecked) var servesMainQueue = false
     /// The driver running the loop, if any.
     @exclusivity(unchecked) var driver: LoopDriver? = nil
-    /// Objects attached by other modules (the shared executors), by mode list.
-    @exclusivity(unchecked) var attachments: [[Loop.Mode]: AnyObject] = [:]
+    /// Objects attached by other modules (the shared executors), by mode list. Weak: an executor
+    /// lives as long as something (a pinned actor) holds it, and keeps a `LoopThread` running.
+    @exclusivity(unchecked) var attachments: [[Loop.Mode]: WeakObject] = [:]
 
     /// The FIFO of blocks not yet run (SPEC R57).
     @exclusivity(unchecked) var blocks: [QueuedBlock] = []
@@ -114,8 +121,13 @@ final class LoopState {
     @exclusivity(unchecked) var armedDeadline = LoopState.needsArming
     static let needsArming = Int64.min
 
-    /// Set once at thread-exit teardown: the loop accepts nothing more.
+    /// open → draining → ended (Loop+Lifecycle.swift): consulted by every entry point.
+    @exclusivity(unchecked) var lifecycle = LoopLifecycle.open
+    /// Set once, when the teardown detached every item (SPEC R5).
     @exclusivity(unchecked) var isTornDown = false
+
+    /// Timer-heap entries to release after unlocking, from every mode (see `TimerGraveyard`).
+    let timerGraveyard = TimerGraveyard()
 
     /// The next timer sequence number (ties between equal fire dates, SPEC R35).
     @exclusivity(unchecked) var nextTimerSequence: UInt64 = 0
@@ -129,7 +141,7 @@ final class LoopState {
     /// The state of `mode`, created on demand (SPEC R4). `mode` must not be `.common`.
     func modeState(_ mode: Loop.Mode) -> ModeState {
         if let existing = existingMode(mode) { return existing }
-        let created = ModeState(mode: mode)
+        let created = ModeState(mode: mode, graveyard: timerGraveyard)
         created.isCommon = commonModes.contains(mode)
         modes[mode] = created
         return created

@@ -13,7 +13,7 @@ final class ModeState {
     @exclusivity(unchecked) var sources: [ObjectIdentifier: LoopSource] = [:]
 
     /// The timers of this mode that are not firing, by fire date.
-    @exclusivity(unchecked) var timerHeap = TimerHeap()
+    @exclusivity(unchecked) var timerHeap: TimerHeap
     /// Every timer of this mode, firing or not (a firing timer is out of the heap but still keeps
     /// the mode alive).
     @exclusivity(unchecked) var timerCount = 0
@@ -29,8 +29,9 @@ final class ModeState {
     /// The union of the activity masks of `observers`.
     let observerActivities = Atomic<UInt32>(0)
 
-    init(mode: Loop.Mode) {
+    init(mode: Loop.Mode, graveyard: TimerGraveyard = TimerGraveyard()) {
         self.mode = mode
+        self.timerHeap = TimerHeap(graveyard: graveyard)
     }
 
     deinit {

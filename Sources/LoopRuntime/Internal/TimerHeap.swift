@@ -45,7 +45,13 @@ struct TimerHeap {
     /// How many of `entries` are known to be stale.
     private var staleCount = 0
     /// Dropped entries whose retains still have to be given back, outside the lock.
-    private var graveyard: [Entry] = []
+    /// Shared by every heap of a loop (all guarded by the loop's lock), so that a pass of any mode
+    /// releases what the heaps of modes that never run dropped.
+    let graveyard: TimerGraveyard
+
+    init(graveyard: TimerGraveyard = TimerGraveyard()) {
+        self.graveyard = graveyard
+    }
 
     /// No entries at all, live or stale.
     var isEmpty: Bool { entries.isEmpty }
@@ -58,6 +64,10 @@ struct TimerHeap {
         _ = Unmanaged.passUnretained(entry.timer).retain()
         entries.append(entry)
         entries.withUnsafeMutableBufferPointer { Self.siftUp($0, from: $0.count - 1) }
+        // A heap of a mode that never runs is never popped: compact it here once stale entries
+        // outnumber live ones (a common repeating timer re-pushes into every common mode at each
+        // firing), so it stays within twice its live size.
+        if staleCount > 16 && staleCount * 2 > entries.count { prune() }
     }
 
     /// Gives back the retain owned by an entry returned by `popDue`.
@@ -67,9 +77,8 @@ struct TimerHeap {
 
     /// Removes every entry; the caller releases the returned ones (outside the lock).
     mutating func removeAll() -> [Entry] {
-        let removed = entries + graveyard
+        let removed = entries + graveyard.take()
         entries.removeAll()
-        graveyard.removeAll()
         staleCount = 0
         return removed
     }
@@ -77,9 +86,7 @@ struct TimerHeap {
     /// The dropped entries not yet released; the caller releases them (outside the lock).
     @inline(__always)
     mutating func takeGraveyard() -> [Entry] {
-        guard !graveyard.isEmpty else { return [] }
-        defer { graveyard = [] }
-        return graveyard
+        graveyard.take()
     }
 
     /// Records that one entry of this heap went stale (its timer's generation moved on).
@@ -99,7 +106,7 @@ struct TimerHeap {
                         buffer.swapAt(kept, index)
                         kept += 1
                     } else {
-                        graveyard.append(buffer[index])
+                        graveyard.entries.append(buffer[index])
                     }
                 }
             }
@@ -111,7 +118,7 @@ struct TimerHeap {
         while let root = entries.first, !root.isLive {
             staleCount -= 1
             removeRoot()
-            graveyard.append(root)
+            graveyard.entries.append(root)
         }
     }
 
@@ -151,7 +158,7 @@ struct TimerHeap {
                     due.append(root)
                 } else {
                     staleCount -= 1
-                    graveyard.append(root)
+                    graveyard.entries.append(root)
                 }
             }
             return
@@ -162,7 +169,7 @@ struct TimerHeap {
         entries.withUnsafeMutableBufferPointer { buffer in
             for index in buffer.indices {
                 guard !mayBeStale || buffer[index].isLive else {
-                    graveyard.append(buffer[index])
+                    graveyard.entries.append(buffer[index])
                     continue
                 }
                 if buffer[index].fireDate <= now {
@@ -305,5 +312,20 @@ struct TimerHeap {
         for child in firstChild..<min(firstChild + 4, buffer.count) {
             visit(buffer, child, deadline: &deadline)
         }
+    }
+}
+
+/// Timer-heap entries dropped while the loop's lock was held, whose retains are given back after
+/// unlocking (the last release of a timer may run user code). One per loop, shared by its heaps.
+/// Guarded by the loop's lock.
+final class TimerGraveyard {
+    @exclusivity(unchecked) var entries: [TimerHeap.Entry] = []
+
+    /// Takes every entry out (cheap when there is none).
+    @inline(__always)
+    func take() -> [TimerHeap.Entry] {
+        guard !entries.isEmpty else { return [] }
+        defer { entries = [] }
+        return entries
     }
 }

@@ -1,0 +1,227 @@
+// The end of a loop's life, in one place (DESIGN "Lifecycle").
+//
+// A loop is `open` → `draining` → `ended`. Every entry point that hands the loop something consults
+// `LoopState.lifecycle` under the loop's lock, so that no call is accepted and then lost:
+//
+// - open: everything is accepted.
+// - draining (a `LoopThread` is shutting down, explicitly or because nothing can reach it any
+//   more): new *items* are refused — a timer, observer, descriptor source or port added now is
+//   invalidated, a signalled source's add returns `false`, an async sleep, tick sequence or
+//   activity stream ends at once. *Work* is still accepted — blocks, executor jobs, port messages
+//   — because the drain runs it.
+// - ended: nothing runs any more. `perform` returns `false`, an executor's enqueue traps with a
+//   message naming the loop and why it ended (the one remaining programmer error), a port's send
+//   throws, an added item is invalidated.
+//
+// The order of a shutdown, and why:
+// 1. Refuse new items and resume every async waiter (sleep, ticks, activities) *first*, while the
+//    loop's executors still run jobs: a waiter's continuation may be a job of an actor pinned to
+//    this very loop, and it must find an open queue.
+// 2. Stop the drive; run passes in every mode that has queued blocks, executor jobs or undelivered
+//    port messages, until a locked check finds none (work queued by that work runs too).
+// 3. Seal (`ended`) in the same locked step that found nothing left, so no work slips in between
+//    the last check and the seal; close the executors' queues and the ports.
+// 4. Tear down: detach every item (SPEC R5), close the descriptors; then the thread exits and
+//    whoever waits in `shutdown()` returns.
+
+/// Why a loop ended (or is draining): part of every message about work that came too late.
+enum LoopEndReason: Sendable {
+    /// `LoopThread.shutdown()` was called, on the named thread.
+    case shutDown(calledOn: String)
+    /// The last `LoopThread` handle and the last executor of its loop were released.
+    case released
+    /// The loop's thread exited (a loop of a thread the program runs itself, SPEC R5).
+    case threadExited
+
+    /// A clause for messages: "its LoopThread was shut down (shutdown() was called on thread …)".
+    var explanation: String {
+        switch self {
+        case .shutDown(let thread): "its LoopThread was shut down (shutdown() was called on thread \(thread))"
+        case .released: "its LoopThread was released (no LoopThread handle or executor was left)"
+        case .threadExited: "its thread has exited"
+        }
+    }
+}
+
+/// The life of a loop. Guarded by the loop's lock (a field of `LoopState`).
+enum LoopLifecycle {
+    case open
+    case draining(LoopEndReason)
+    case ended(LoopEndReason)
+
+    /// New items (timers, observers, sources, ports, async waiters) are accepted only while open.
+    var acceptsItems: Bool {
+        if case .open = self { return true }
+        return false
+    }
+
+    /// Work (blocks, executor jobs, port messages) is accepted until the loop has ended: the drain
+    /// runs what is accepted while draining.
+    var acceptsWork: Bool {
+        if case .ended = self { return false }
+        return true
+    }
+
+    var isEnded: Bool { !acceptsWork }
+
+    var reason: LoopEndReason? {
+        switch self {
+        case .open: nil
+        case .draining(let reason), .ended(let reason): reason
+        }
+    }
+}
+
+/// What a port (or any descriptor-backed item that queues work of its own) tells the loop at the
+/// end of its life. Implemented by `LoopPort`; called with the loop's lock held, so an
+/// implementation takes only its own lock.
+protocol LoopEndAware: AnyObject, Sendable {
+    /// Refuses further work and returns true, unless work is still queued (then false: the drain
+    /// must run another round first).
+    func sealIfIdle(loopName: String) -> Bool
+    /// Refuses further work, whatever is queued (the loop ended without a drain).
+    func loopEnded(loopName: String)
+}
+
+extension Loop {
+    /// How the loop stands: a sentence for messages, `nil` while open.
+    var endExplanation: String? { lock.withLock { state.lifecycle.reason?.explanation } }
+
+    /// open → draining: refuses new items and resumes every async waiter (shutdown step 1).
+    /// Returns false, doing nothing, if the loop was not open.
+    @discardableResult
+    func beginDraining(_ reason: LoopEndReason) -> Bool {
+        let handlers: [@Sendable () -> Void]? = lock.withLock {
+            guard state.lifecycle.acceptsItems else { return nil }
+            state.lifecycle = .draining(reason)
+            return takeEndHandlers()
+        }
+        guard let handlers else { return false }
+        for handler in handlers { handler() }
+        return true
+    }
+
+    /// Shutdown steps 2 and 3: the modes in which queued blocks, executor jobs or undelivered port
+    /// messages can run (`.common` counts as `.default`), without repeats — or, when there are
+    /// none, the seal: the loop ends in the same locked step, closing its executors' queues and
+    /// its ports. With `force`, seals whatever is left (a drain that never ran dry).
+    func modesToDrainOrSeal(force: Bool = false) -> [Mode] {
+        lock.withLock {
+            var modes: [Mode] = []
+            func note(_ mode: Mode) {
+                if !modes.contains(mode) { modes.append(mode) }
+            }
+            if !force {
+                for block in state.blocks { note(block.modes.representative) }
+                for queue in state.jobQueues where queue.hasJobs { note(BlockModes(queue.modes).representative) }
+                let name = description
+                for source in state.descriptorSources.values {
+                    guard let port = source.endAware, !port.sealIfIdle(loopName: name) else { continue }
+                    if let mode = source.modes.first(where: { _ in true }) { note(mode.mode) }
+                }
+                if !modes.isEmpty { return modes }
+            }
+            sealLocked()
+            return []
+        }
+    }
+
+    /// → ended. Closes the executors' queues (a job enqueued from now on traps, naming the reason)
+    /// and refuses further port messages. Lock held.
+    private func sealLocked() {
+        let reason = state.lifecycle.reason ?? .threadExited
+        state.lifecycle = .ended(reason)
+        let why = "the \(self) has ended: \(reason.explanation)"
+        for queue in state.jobQueues { queue.close(reason: why) }
+        let name = description
+        for source in state.descriptorSources.values { source.endAware?.loopEnded(loopName: name) }
+    }
+
+    /// The handlers registered with `addEndHandler`, taken out so each runs once. Lock held.
+    private func takeEndHandlers() -> [@Sendable () -> Void] {
+        defer { state.endHandlers.removeAll() }
+        return state.endHandlers.sorted { $0.key < $1.key }.map(\.value)
+    }
+
+    /// Thread-exit teardown (SPEC R5), and the last step of a `LoopThread`'s shutdown: ends the loop
+    /// if it has not ended, resumes the async waiters still registered, detaches every item
+    /// (sources get their cancel callback once per mode and stay valid; descriptor sources stop
+    /// being watched), drops queued blocks, closes the loop's own descriptors. Runs once; called on
+    /// the loop's thread (by `LoopThread`, or by the registry's pthread key destructor).
+    func tearDown() {
+        let taken: (DetachedItems, [@Sendable () -> Void])? = lock.withLock {
+            guard !state.isTornDown else { return nil }
+            if !state.lifecycle.isEnded { sealLocked() }
+            let handlers = takeEndHandlers()
+            return (detachEverything(), handlers)
+        }
+        guard var (detached, handlers) = taken else { return }
+        for (source, mode) in detached.cancels {
+            source.cancelHandler?(self, mode)
+        }
+        for handler in handlers { handler() }
+        handlers.removeAll()
+        detached.release()
+        waiter.close()
+    }
+}
+
+extension Loop {
+    /// Registers `handler` to be called once when the loop stops accepting items: when a
+    /// `LoopThread`'s shutdown begins (before its jobs are drained, so a continuation it resumes
+    /// still runs), or at thread-exit teardown. Returns `nil`, without registering, if the loop no
+    /// longer accepts items. Support for the `LoopExecutor` module: pending sleeps, ticks and
+    /// activity streams end when their loop does.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func addEndHandler(_ handler: @escaping @Sendable () -> Void) -> UInt64? {
+        lock.withLock {
+            guard state.lifecycle.acceptsItems else { return nil }
+            state.nextEndHandlerToken += 1
+            state.endHandlers[state.nextEndHandlerToken] = handler
+            return state.nextEndHandlerToken
+        }
+    }
+
+    /// Forgets a handler registered with ``addEndHandler(_:)``.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func removeEndHandler(_ token: UInt64) {
+        let removed = lock.withLock { state.endHandlers.removeValue(forKey: token) }
+        _ = removed  // released here, after unlocking: it may hold the last reference to user state
+    }
+
+    /// False once the loop stopped accepting new items (a `LoopThread` shutting down or ended).
+    ///
+    /// - Important: Safe from any thread.
+    public var isOpen: Bool { lock.withLock { state.lifecycle.acceptsItems } }
+
+    /// True once the loop has ended: nothing runs on it any more, and work handed to it is refused
+    /// (``perform(inModes:_:)`` returns `false`).
+    ///
+    /// - Important: Safe from any thread.
+    public var hasEnded: Bool { lock.withLock { state.lifecycle.isEnded } }
+
+    /// A strong reference that keeps the loop's `LoopThread` running, or `nil` for a loop that no
+    /// `LoopThread` owns. Support for the `LoopExecutor` module: an executor holds one, so a
+    /// `LoopThread` whose handle was released keeps serving the actors pinned to it, and ends when
+    /// the last of them is gone.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func lifetimeLease() -> AnyObject? {
+        lock.withLock { state.lease.object }
+    }
+
+    /// Records the keep-alive object of the `LoopThread` that owns this loop (held weakly).
+    func setLifetimeLease(_ lease: AnyObject) {
+        lock.withLock { state.lease = WeakObject(object: lease) }
+    }
+}
+
+/// A weak reference, for tables that must not keep their entries alive.
+struct WeakObject {
+    weak var object: AnyObject?
+}
