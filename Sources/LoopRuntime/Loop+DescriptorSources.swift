@@ -72,7 +72,7 @@ extension Loop {
                 modeState.descriptorCount -= 1
             }
             if source.modes.isEmpty && source.token != 0 { deregister(source) }
-            return sleepingModeBecameEmpty()
+            return runningModeBecameEmpty()
         }
         if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
     }
@@ -151,7 +151,7 @@ extension Loop {
                 state.commonDescriptorSources.removeValue(forKey: ObjectIdentifier(source))
             }
             if source.token != 0 { deregister(source) }
-            return sleepingModeBecameEmpty()
+            return runningModeBecameEmpty()
         }
         if wake { notifyLoop() }  // SPEC M7
     }

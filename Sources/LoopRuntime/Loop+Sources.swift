@@ -58,7 +58,7 @@ extension Loop {
                 left.append(modeState.mode)
             }
             _ = register(source, modeCount: -left.count)
-            if sleepingModeBecameEmpty() { wake = true }
+            if runningModeBecameEmpty() { wake = true }
             return left
         }
         if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
@@ -108,7 +108,7 @@ extension Loop {
             }
             state.commonSources.removeValue(forKey: id)
             source.withRegistrations { _ = $0.removeValue(forKey: loopID) }
-            if sleepingModeBecameEmpty() { wake = true }
+            if runningModeBecameEmpty() { wake = true }
             return left
         }
         if wake { notifyLoop() }  // SPEC M7

@@ -54,7 +54,7 @@ extension Loop {
                 removeMembership(of: timer, from: modeState)
             }
             rearmIfSleeping(in: modes)
-            return sleepingModeBecameEmpty()
+            return runningModeBecameEmpty()
         }
         if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
     }
@@ -172,7 +172,7 @@ extension Loop {
     func detach(_ timer: LoopTimer) {
         let wake: Bool = lock.withLock {
             detachLocked(timer)
-            return sleepingModeBecameEmpty()
+            return runningModeBecameEmpty()
         }
         if wake { notifyLoop() }
     }

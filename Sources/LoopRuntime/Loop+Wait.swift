@@ -64,9 +64,6 @@ extension Loop {
             if state.hasBlocks(for: run.mode) || state.hasSignalledSources(in: run.mode) {
                 return false
             }
-            // SPEC M7: the last item that kept the mode alive left it (e.g. during the observers
-            // of step 7); the end of this pass returns `finished` instead of sleeping.
-            if run.mode.hasNoSourcesOrTimers { return false }
             let deadline = min(run.deadline, run.mode.timerHeap.wakeDeadline())
             if deadline <= now || announceSleep(in: run.mode) { return false }
             resumeWatching(in: run.mode)
@@ -157,13 +154,18 @@ extension Loop {
         }
     }
 
-    /// After items left modes: true if the loop is blocked in a mode that nothing keeps alive any
-    /// more (observers do not count, SPEC R30), so that the caller wakes it after unlocking and the
-    /// run returns `finished` at once instead of sleeping until its deadline or forever (SPEC M7,
-    /// R10, R14). Lock held.
-    func sleepingModeBecameEmpty() -> Bool {
-        guard let sleeping = state.sleepingMode else { return false }
-        return sleeping.hasNoSourcesOrTimers
+    /// After another thread removed items: true if the innermost running mode has nothing left that
+    /// keeps it alive (observers do not count, SPEC R30). The loop's next (or current) wait then
+    /// does not block, so that the run returns `finished` at once instead of sleeping until its
+    /// deadline or forever (SPEC M7, R10, R14); the caller notifies it after unlocking. (A removal
+    /// on the loop's own thread, from a callout, leaves the pass alone: emptiness is decided at the
+    /// end of the pass, SPEC R14.) Lock held.
+    func runningModeBecameEmpty() -> Bool {
+        guard let running = state.innermostMode, running.hasNoSourcesOrTimers, !owner.isCurrent else {
+            return false
+        }
+        state.wakeUpPending = true
+        return true
     }
 
     /// After a timer of `modes` changed from outside the loop's thread: if the loop is blocked in

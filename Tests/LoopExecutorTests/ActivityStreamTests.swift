@@ -86,7 +86,7 @@ struct ActivityStreamTests {
     func endsWithThread() async throws {
         let thread = try LoopThread(name: "stream-end")
         var iterator = thread.loop.activities([.entry]).makeAsyncIterator()
-        thread.shutdown()
+        await thread.shutdown()
         var count = 0
         while await iterator.next() != nil { count += 1 }
         #expect(count >= 0)  // whatever was buffered, then the end

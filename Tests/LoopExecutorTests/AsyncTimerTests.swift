@@ -66,7 +66,7 @@ struct AsyncTimerTests {
         let loop = thread.loop
         let sleeper = Task { try await loop.sleep(for: .seconds(60)) }
         #expect(await eventually { loop.timerCount(in: .common) == 1 })
-        thread.shutdown()
+        await thread.shutdown()
         await #expect(throws: LoopEndedError.self) { try await sleeper.value }
         await #expect(throws: LoopEndedError.self) { try await loop.sleep(for: .milliseconds(1)) }
     }
@@ -141,7 +141,7 @@ struct AsyncTimerTests {
         let thread = try LoopThread(name: "ticks-end")
         var iterator = thread.loop.ticks(every: .milliseconds(5)).makeAsyncIterator()
         _ = await iterator.next()
-        thread.shutdown()
+        await thread.shutdown()
         var remaining = 0
         while await iterator.next() != nil { remaining += 1 }
         #expect(remaining <= 1)

@@ -188,7 +188,7 @@ struct LoopExecutorTests {
         }
         #expect(thread.executor.pendingJobCount == 20)
         gate.signal()
-        thread.shutdown()
+        await thread.shutdown()
         #expect(trace.all.count == 20)  // all ran before the thread ended
         #expect(thread.executor.pendingJobCount == 0)
         for task in tasks { await task.value }
@@ -199,7 +199,7 @@ struct LoopExecutorTests {
         await #expect(processExitsWith: .failure) {
             let thread = try LoopThread(name: "ended")
             let actor = Pinned(thread.executor)
-            thread.shutdown()
+            await thread.shutdown()
             await actor.call()
         }
     }

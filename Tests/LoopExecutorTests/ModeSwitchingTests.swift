@@ -49,7 +49,7 @@ struct ModeSwitchingTests {
         let thread = try LoopThread(name: "scoped")
         defer { thread.shutdown() }
         let loop = thread.loop
-        let inside = await loop.withMode("modal") { loop.currentMode }
+        let inside = try await loop.withMode("modal") { loop.currentMode }
         #expect(inside == "modal")
         #expect(loop.currentMode == .default)
 

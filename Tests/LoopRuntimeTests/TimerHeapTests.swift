@@ -65,7 +65,7 @@ struct TimerHeapTests {
         heap.noteStale()
         #expect(heap.wakeDeadline() == 30)
         #expect(heap.earliestFireDate() == 10)
-        heap.removeAll()
+        heap.removeAll().forEach(TimerHeap.release)
         #expect(heap.wakeDeadline() == LoopTime.distantFuture)
     }
 
@@ -98,6 +98,6 @@ struct TimerHeapTests {
         #expect(heap.earliestFireDate() == 60)
         #expect(heap.entries.count == 40)
         #expect(heap.liveCount == 40)
-        heap.removeAll()
+        heap.removeAll().forEach(TimerHeap.release)
     }
 }
