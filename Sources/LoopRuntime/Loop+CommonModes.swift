@@ -11,6 +11,7 @@ extension Loop {
         precondition(
             mode != .common,
             "Loop.addCommonMode(_:) was given .common on the \(self): the common set holds concrete modes.")
+        var wake = false
         let (scheduled, modeName): ([LoopSource], Mode) = lock.withLock {
             guard !state.lifecycle.isEnded, state.commonModes.insert(mode).inserted else { return ([], mode) }
             let modeState = state.modeState(mode)
@@ -39,8 +40,13 @@ extension Loop {
                 scheduled.append(source)
             }
             rearmIfSleeping(in: [modeState])
+            // Blocks and executor jobs queued for `.common` can run in `mode` now: a loop running it
+            // must look again (it may be asleep, and its executor queues' sleep flags were raised
+            // for the modes it could run before).
+            wake = state.innermostMode === modeState
             return (scheduled, mode)
         }
+        if wake { notifyLoop() }
         for source in scheduled {
             source.scheduleHandler?(self, modeName)
         }
