@@ -15,12 +15,15 @@ extension Loop {
     /// to a mode outside the common set waits until the loop comes back (it is paused there, by
     /// design).
     ///
+    /// The call stays in the caller's isolation (`isolation` defaults to it), so an actor pinned to
+    /// the loop is resumed by a job of the loop itself.
+    ///
     /// - Returns: `true` if the loop entered `mode`; `false` if the drive ended first (the loop is
     ///   shutting down or has ended).
     /// - Precondition: the loop is driven by a `LoopDriver`, or has stopped accepting work.
     /// - Important: Safe from any task.
     @discardableResult
-    public func switchMode(to mode: Mode) async -> Bool {
+    public func switchMode(to mode: Mode, isolation: isolated (any Actor)? = #isolation) async -> Bool {
         guard let driver = self.driver else {
             // A LoopThread whose shutdown began has stopped (or is about to stop) its driver.
             guard isOpen else { return false }
@@ -66,13 +69,13 @@ extension Loop {
             )
         }
         let previous = driver.mode
-        guard await switchMode(to: mode) else { throw LoopEndedError(loop: description) }
+        guard await switchMode(to: mode, isolation: isolation) else { throw LoopEndedError(loop: description) }
         do {
             let result = try await body()
-            await switchMode(to: previous)
+            await switchMode(to: previous, isolation: isolation)
             return result
         } catch {
-            await switchMode(to: previous)
+            await switchMode(to: previous, isolation: isolation)
             throw error
         }
     }

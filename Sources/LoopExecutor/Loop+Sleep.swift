@@ -3,6 +3,10 @@
 extension Loop {
     /// Suspends the calling task for `duration`, on this loop's timers.
     ///
+    /// The sleep stays in the caller's isolation (`isolation` defaults to it): an actor pinned to
+    /// this loop is resumed by a job of the loop itself, with no hop through the global pool — so a
+    /// shutdown that ends the sleep still runs that job in its drain.
+    ///
     /// The wake-up is a one-shot ``LoopTimer`` in `modes`: it fires only while the loop runs one of
     /// them, never early, at the latest `tolerance` late (SPEC R34, R43). (`Task.sleep` does not use
     /// a custom executor's timers in Swift 6.3; this does.) Cancelling the task removes the timer at
@@ -19,12 +23,13 @@ extension Loop {
     /// - Precondition: `tolerance` is not negative.
     /// - Important: Safe from any task.
     public func sleep(
-        for duration: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common]
+        for duration: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common],
+        isolation: isolated (any Actor)? = #isolation
     ) async throws {
         precondition(
             tolerance >= .zero,
             "Loop.sleep(for:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self)).")
-        try await sleep(until: .now + duration, tolerance: tolerance, modes: modes)
+        try await sleep(until: .now + duration, tolerance: tolerance, modes: modes, isolation: isolation)
     }
 
     /// Suspends the calling task until `deadline`, on this loop's timers. See
@@ -34,7 +39,8 @@ extension Loop {
     /// - Precondition: `tolerance` is not negative.
     /// - Important: Safe from any task.
     public func sleep(
-        until deadline: ContinuousClock.Instant, tolerance: Duration = .zero, modes: [Mode] = [.common]
+        until deadline: ContinuousClock.Instant, tolerance: Duration = .zero, modes: [Mode] = [.common],
+        isolation: isolated (any Actor)? = #isolation
     ) async throws {
         precondition(!modes.isEmpty, "Loop.sleep: the mode list is empty, so the timer could never fire.")
         precondition(

@@ -113,7 +113,13 @@ public struct LoopActivities: AsyncSequence, Sendable {
 
         /// The next event, or `nil` once the stream ended.
         public mutating func next() async -> LoopActivityEvent? {
-            await storage.next()
+            await storage.next(isolation: nil)
+        }
+
+        /// The next event, or `nil` once the stream ended; waits in the caller's isolation, so an
+        /// actor pinned to the loop is resumed by a job of the loop itself (`for await` uses this).
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> LoopActivityEvent? {
+            await storage.next(isolation: actor)
         }
     }
 }
@@ -222,7 +228,7 @@ final class ActivityStorage: Sendable {
         finish(drain: false)
     }
 
-    func next() async -> LoopActivityEvent? {
+    func next(isolation actor: isolated (any Actor)?) async -> LoopActivityEvent? {
         if Task.isCancelled {
             finish(drain: false)
             return nil

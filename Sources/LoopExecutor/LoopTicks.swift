@@ -71,7 +71,13 @@ public struct LoopTicks: AsyncSequence, Sendable {
 
         /// The next tick, or `nil` once the sequence ended.
         public mutating func next() async -> LoopTick? {
-            await storage.next()
+            await storage.next(isolation: nil)
+        }
+
+        /// The next tick, or `nil` once the sequence ended; waits in the caller's isolation, so an
+        /// actor pinned to the loop is resumed by a job of the loop itself (`for await` uses this).
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> LoopTick? {
+            await storage.next(isolation: actor)
         }
     }
 }
@@ -115,7 +121,7 @@ final class TickStorage: Sendable {
         finish()
     }
 
-    func next() async -> LoopTick? {
+    func next(isolation actor: isolated (any Actor)?) async -> LoopTick? {
         if Task.isCancelled {
             finish()
             return nil

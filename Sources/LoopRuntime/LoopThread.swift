@@ -280,12 +280,12 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// Shuts the thread down like ``shutdown()`` and returns once it has ended, suspending the
     /// calling task instead of blocking its thread. Idempotent.
     ///
-    /// Awaited on the thread itself (from a job of an actor pinned to it), it requests the shutdown
-    /// and returns at once: the shutdown cannot finish while the awaiting job runs.
+    /// Awaited on the thread itself (from an actor pinned to it), it requests the shutdown and
+    /// returns at once: the shutdown cannot finish while the awaiting job runs. The call stays in the
+    /// caller's isolation (`isolation` defaults to it).
     ///
-    /// - Parameter async: Pass `true`; the label distinguishes this from ``shutdown()``.
     /// - Important: Safe from any task.
-    public func shutdown(async: Bool = true) async {
+    public func shutdown(isolation: isolated (any Actor)? = #isolation) async {
         requestShutdown()
         guard !loop.isCurrentThread else { return }
         let core = self.core
