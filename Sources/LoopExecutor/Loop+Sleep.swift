@@ -45,7 +45,8 @@ extension Loop {
         precondition(!modes.isEmpty, "Loop.sleep: the mode list is empty, so the timer could never fire.")
         precondition(
             tolerance >= .zero,
-            "Loop.sleep(until:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self)).")
+            "Loop.sleep(until:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
+        )
         try Task.checkCancellation()
         let sleeper = Sleeper()
         defer { sleeper.synchronizeWithResumer() }

@@ -31,7 +31,8 @@ extension Loop {
         precondition(interval > .zero, "Loop.ticks(every:): the interval must be positive, got \(interval).")
         precondition(
             tolerance >= .zero,
-            "Loop.ticks(every:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self)).")
+            "Loop.ticks(every:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
+        )
         precondition(!modes.isEmpty, "Loop.ticks(every:): the mode list is empty, so the timer could never fire.")
         return LoopTicks(loop: self, interval: interval, tolerance: tolerance, modes: modes)
     }

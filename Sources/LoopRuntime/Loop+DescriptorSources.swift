@@ -241,7 +241,9 @@ extension Loop {
             if batch.count > 1 { batch.sort { $0.0.order < $1.0.order } }
             for (source, events) in batch {
                 // The callout gate (Loop+Callouts.swift): `invalidate()` from another thread waits.
-                guard let previous = beginCallout(source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
+                guard
+                    let previous = beginCallout(
+                        source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
                 else { continue }
                 source.handler(source, events)
                 endCallout(restoring: previous)

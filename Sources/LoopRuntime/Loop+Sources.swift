@@ -166,7 +166,8 @@ extension Loop {
                 let source = batch[index]
                 // SPEC R49: skipped if invalidated before its turn (merely removed: still performed).
                 guard source.isValid, source.consumeSignal(),
-                    let previous = beginCallout(source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
+                    let previous = beginCallout(
+                        source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
                 else { continue }
                 source.performHandler()
                 endCallout(restoring: previous)

@@ -134,11 +134,13 @@ struct LifecycleTests {
         let ticks = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = Loop.main.ticks(every: .seconds(1), tolerance: .milliseconds(-1))
         }
-        #expect(String(decoding: ticks.standardErrorContent, as: UTF8.self).contains("Loop.ticks(every:tolerance:modes:)"))
+        #expect(
+            String(decoding: ticks.standardErrorContent, as: UTF8.self).contains("Loop.ticks(every:tolerance:modes:)"))
         let sleep = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             try await Loop.main.sleep(for: .seconds(1), tolerance: .milliseconds(-1))
         }
-        #expect(String(decoding: sleep.standardErrorContent, as: UTF8.self).contains("Loop.sleep(for:tolerance:modes:)"))
+        #expect(
+            String(decoding: sleep.standardErrorContent, as: UTF8.self).contains("Loop.sleep(for:tolerance:modes:)"))
     }
 
     @Test("After shutdown(), an enqueue traps naming the loop and the thread that shut it down")
