@@ -31,7 +31,7 @@ extension Loop {
                 "Loop.switchMode(to:): the \(self) is not driven by a LoopDriver. Mode switching needs a driver to re-enter the loop: use a LoopThread, or run the loop with LoopDriver(loop:).run()."
             )
         }
-        let fence = Locked(())
+        let fence = Locked(false)  // not Locked(()): the sanitizer mistakes accesses to an empty value for a race
         let entered = await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
             driver.switchMode(to: mode) { entered in fence.resume(continuation, returning: entered) }
         }
