@@ -8,9 +8,18 @@ extension Loop {
     /// - Precondition: `observer` is not already bound to another loop (SPEC R26, M6).
     /// - Important: Safe from any thread.
     public func add(_ observer: LoopObserver, forMode mode: Mode) {
+        add(observer, forMode: mode, whileDraining: false)
+    }
+
+    /// The public `add(_:forMode:)`; with `whileDraining`, a draining loop accepts the
+    /// observer too (only an ended one refuses it). For the engine's own items that must be there
+    /// while the drain runs, like a ``LoopDriver``'s guardian.
+    func add(_ observer: LoopObserver, forMode mode: Mode, whileDraining: Bool) {
         let refused: Bool = lock.withLock {
             // A loop that is shutting down or has ended refuses it (invalidated below).
-            guard state.lifecycle.acceptsItems else { return true }
+            guard whileDraining ? state.lifecycle.acceptsWork : state.lifecycle.acceptsItems else {
+                return true
+            }
             guard bind(observer) else { return false }
             if mode == .common {
                 guard !state.commonObservers.contains(where: { $0 === observer }) else { return false }

@@ -13,9 +13,19 @@ extension Loop {
     /// - Important: Safe from any thread; `schedule` runs on the calling thread.
     @discardableResult
     public func add(_ source: LoopSource, forMode mode: Mode) -> Bool {
+        add(source, forMode: mode, whileDraining: false)
+    }
+
+    /// The public `add(_:forMode:)`; with `whileDraining`, a draining loop accepts the source
+    /// too (only an ended one refuses it). For the engine's own items, like a ``LoopDriver``'s
+    /// keep-alive source.
+    @discardableResult
+    func add(_ source: LoopSource, forMode mode: Mode, whileDraining: Bool) -> Bool {
         let id = ObjectIdentifier(source)
         let entered: [Mode]? = lock.withLock {
-            guard state.lifecycle.acceptsItems else { return nil }
+            guard whileDraining ? state.lifecycle.acceptsWork : state.lifecycle.acceptsItems else {
+                return nil
+            }
             guard source.isValid else { return [] }
             if mode == .common {
                 guard state.commonSources.updateValue(source, forKey: id) == nil else { return [] }

@@ -106,8 +106,11 @@ public final class LoopDriver: Sendable {
             }
             if stop { return }
             if mustKeepAlive {
-                loop.add(keepAlive, forMode: mode)
-                loop.add(guardian, forMode: mode)
+                // Accepted while the loop drains too: a stop that arrives between the check above
+                // and the run below is caught only by the guardian (a draining loop refuses users'
+                // new items, and a refused guardian once left a shut-down LoopThread asleep).
+                loop.add(keepAlive, forMode: mode, whileDraining: true)
+                loop.add(guardian, forMode: mode, whileDraining: true)
             }
             // Report the entry from inside the new run: a block of that mode runs in its first pass.
             serveEntered(mode)
