@@ -31,11 +31,18 @@ extension Loop {
                 "Loop.switchMode(to:): the \(self) is not driven by a LoopDriver. Mode switching needs a driver to re-enter the loop: use a LoopThread, or run the loop with LoopDriver(loop:).run()."
             )
         }
-        let fence = Locked(false)  // not Locked(()): the sanitizer mistakes accesses to an empty value for a race
+        // The seal hold taken for the resumption, on the loop the task hops onto (Locked+Resume.swift).
+        let held = Locked<Loop?>(nil)
+        let target = hopTarget(of: isolation)
         let entered = await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
-            driver.switchMode(to: mode) { entered in fence.resume(continuation, returning: entered) }
+            driver.switchMode(to: mode) { entered in
+                held.withLock { held in
+                    held = target.holdForResume()
+                    continuation.resume(returning: entered)  // inside the lock: see Locked+Resume.swift
+                }
+            }
         }
-        fence.synchronizeWithResumer()
+        held.withLock { $0.take() }?.releaseSealHold()
         return entered
     }
 

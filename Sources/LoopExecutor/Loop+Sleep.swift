@@ -48,10 +48,13 @@ extension Loop {
             "Loop.sleep(until:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
         )
         try Task.checkCancellation()
-        let sleeper = Sleeper()
-        defer { sleeper.synchronizeWithResumer() }
+        let sleeper = Sleeper(hopTarget: hopTarget(of: isolation))
+        defer { sleeper.arrived() }
         try await withTaskCancellationHandler {
-            try await withUnsafeThrowingContinuation { continuation in
+            // `isolation:` makes this closure capture the actor and so run isolated to it
+            // (SE-0420): without it the closure would run on the global pool, and its return
+            // would be one more hop onto the actor.
+            try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in
                 sleeper.start(continuation, on: self, deadline: deadline, tolerance: tolerance, modes: modes)
             }
         } onCancel: {
@@ -70,14 +73,27 @@ extension Loop {
 /// One sleep: a small state machine so that exactly one of fire, cancel and loop end resumes the
 /// continuation, each removing what the others would have used.
 private final class Sleeper: Sendable {
-    private enum State {
+    private enum Phase {
         case idle
         case waiting(UnsafeContinuation<Void, any Error>, LoopTimer, Loop, UInt64)
         /// Finished — with the outcome, if it came before the sleep even started waiting.
         case done(Result<Void, any Error>?)
     }
 
-    private let state = Locked(State.idle)
+    private struct State {
+        var phase = Phase.idle
+        /// The seal hold taken for the resumption, on the loop the task hops onto (see
+        /// Locked+Resume.swift); released by the task once it is back.
+        var held: Loop?
+    }
+
+    private let state = Locked(State())
+    /// The loop the sleeping task hops onto when resumed (its isolation's, if pinned to a loop).
+    private let hopTarget: Loop?
+
+    init(hopTarget: Loop?) {
+        self.hopTarget = hopTarget
+    }
 
     func start(
         _ continuation: UnsafeContinuation<Void, any Error>, on loop: Loop,
@@ -95,8 +111,8 @@ private final class Sleeper: Sendable {
         }
         let early: Result<Void, any Error>?? = state.withLock { state in
             // Cancelled, or the loop ended, before the sleep started waiting.
-            if case .done(let outcome) = state { return .some(outcome) }
-            state = .waiting(continuation, timer, loop, token)
+            if case .done(let outcome) = state.phase { return .some(outcome) }
+            state.phase = .waiting(continuation, timer, loop, token)
             return nil
         }
         if let early {
@@ -109,12 +125,13 @@ private final class Sleeper: Sendable {
     func finish(with result: Result<Void, any Error>) {
         let waiting: (UnsafeContinuation<Void, any Error>, LoopTimer, Loop, UInt64)? = state.withLock {
             state in
-            switch state {
+            switch state.phase {
             case .waiting(let continuation, let timer, let loop, let token):
-                state = .done(nil)
+                state.phase = .done(nil)
+                state.held = hopTarget.holdForResume()
                 return (continuation, timer, loop, token)
             case .idle:
-                state = .done(result)  // `start` resumes with it
+                state.phase = .done(result)  // `start` resumes with it
                 return nil
             case .done:
                 return nil
@@ -126,9 +143,10 @@ private final class Sleeper: Sendable {
         state.resume(continuation, with: result)
     }
 
-    /// See Locked+Resume.swift.
-    func synchronizeWithResumer() {
-        state.synchronizeWithResumer()
+    /// The task is back from its `await`: releases the seal hold taken for it, if any. Taking it
+    /// out also orders the resumer's work before the task's (see Locked+Resume.swift).
+    func arrived() {
+        state.withLock { $0.held.take() }?.releaseSealHold()
     }
 }
 

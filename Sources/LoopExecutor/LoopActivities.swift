@@ -61,15 +61,14 @@ extension Loop {
     /// The observer is added when iteration starts.
     ///
     /// **Consumers on the loop's own thread.** An actor pinned to this loop (or a task that prefers
-    /// its executor, or `@MainActor` code on the main loop) runs its iteration in the loop's passes.
-    /// If the loop resumed such a consumer at ``Loop/Activity/beforeWaiting``, that resumption would
-    /// be a job for the loop, so the loop would not sleep but make another pass — whose activities
-    /// resume the consumer again, for ever, at 100% CPU. So for a consumer that waits on the loop's
-    /// thread, a `beforeWaiting` event is held until the loop wakes up (``Loop/Activity/afterWaiting``,
-    /// observed for this even when not asked for) and delivered then, with the events that follow.
-    /// An idle loop observed from its own executor therefore goes to sleep and stays asleep; each
-    /// wake-up costs one extra pass to deliver what was held. A consumer on another thread gets every
-    /// event as it happens.
+    /// its executor, or `@MainActor` code on the main loop) runs its iteration in the loop's passes,
+    /// so every resumption of it is a job that makes the loop run another pass — whose activities
+    /// would resume it again, for ever, at 100% CPU. So such a consumer is not resumed at each
+    /// event: its events are buffered and handed over in a batch when the loop wakes up
+    /// (``Loop/Activity/afterWaiting``), when a run ends (``Loop/Activity/exit``) or when the buffer
+    /// is half full — both observed for this even when not asked for. An idle loop observed from
+    /// its own executor therefore goes to sleep and stays asleep; each wake-up costs one extra pass
+    /// to deliver the batch. A consumer on another thread gets every event as it happens.
     ///
     /// - Parameters:
     ///   - activities: The activities to report.
@@ -134,9 +133,13 @@ final class ActivityStorage: Sendable {
         var count = 0
         var droppedSinceLast = 0
         var waiter: UnsafeContinuation<LoopActivityEvent?, Never>?
-        /// The waiting consumer waits on the loop's thread: hold `beforeWaiting` (see
+        /// The waiting consumer waits on the loop's thread: it gets its events in batches (see
         /// `Loop.activities(_:in:buffering:)`).
         var waiterIsOnLoopThread = false
+        /// The loop the waiter's task hops onto when resumed, and the seal hold taken on it for the
+        /// resumption in flight (see Locked+Resume.swift).
+        var waiterHopTarget: Loop?
+        var held: Loop?
         var finished = false
         var teardownToken: UInt64?
 
@@ -182,34 +185,25 @@ final class ActivityStorage: Sendable {
         let loop = activities.loop
         let policy = activities.buffering
         let requested = activities.activities
-        // `afterWaiting` releases what was held at `beforeWaiting` for a consumer on the loop's
-        // thread, so it is observed whenever `beforeWaiting` is.
-        let observed = requested.contains(.beforeWaiting) ? requested.union(.afterWaiting) : requested
+        // `afterWaiting` and `exit` hand a batch to a consumer on the loop's thread (see
+        // `Loop.activities(_:in:buffering:)`), so they are observed whatever was asked for.
+        let observed = requested.union([.afterWaiting, .exit])
+        let capacity = policy.capacity
         observer = LoopObserver(activities: observed, order: .max) { _, activity in
             let (mode, depth) = loop.runLevel
             let event = LoopActivityEvent(
                 activity: activity, mode: mode ?? .default, time: .now, depth: depth, dropped: 0)
             state.withLock { state in
                 guard !state.finished else { return }
-                let wanted = requested.contains(activity)
-                guard let waiter = state.waiter else {
-                    if wanted { state.push(event, policy: policy) }
-                    return
+                if requested.contains(activity) { state.push(event, policy: policy) }
+                guard let waiter = state.waiter else { return }
+                if state.waiterIsOnLoopThread {
+                    let batchPoint = activity == .afterWaiting || activity == .exit || state.count * 2 >= capacity
+                    guard batchPoint else { return }
                 }
-                if wanted && activity == .beforeWaiting && state.waiterIsOnLoopThread {
-                    state.push(event, policy: policy)  // held until the loop wakes up
-                    return
-                }
-                let delivered: LoopActivityEvent
-                if let held = state.pop() {
-                    if wanted { state.push(event, policy: policy) }
-                    delivered = held
-                } else if wanted {
-                    delivered = state.deliver(event)
-                } else {
-                    return
-                }
+                guard let delivered = state.pop() else { return }
                 state.waiter = nil
+                state.held = state.waiterHopTarget.holdForResume()
                 waiter.resume(returning: delivered)  // inside the lock: see Locked+Resume.swift
             }
         }
@@ -234,14 +228,20 @@ final class ActivityStorage: Sendable {
             return nil
         }
         let onLoopThread = loop.isCurrentThread
-        defer { state.synchronizeWithResumer() }
+        let target = hopTarget(of: actor)
+        // Taking the hold out also orders the resumer's work before ours (Locked+Resume.swift).
+        defer { state.withLock { $0.held.take() }?.releaseSealHold() }
         return await withTaskCancellationHandler {
-            await withUnsafeContinuation { continuation in
+            // `isolation: actor` makes this closure capture the actor and so run isolated to it
+            // (SE-0420). Without it the closure ran on the global pool, and its return hopped
+            // back onto the actor: a job enqueued on a loop whose shutdown had already drained.
+            await withUnsafeContinuation(isolation: actor) { continuation in
                 let ready: LoopActivityEvent?? = state.withLock { state in
                     if let event = state.pop() { return .some(event) }
                     if state.finished { return .some(nil) }
                     state.waiter = continuation
                     state.waiterIsOnLoopThread = onLoopThread
+                    state.waiterHopTarget = target
                     return nil
                 }
                 if let ready { continuation.resume(returning: ready) }
@@ -258,6 +258,7 @@ final class ActivityStorage: Sendable {
             state in
             let waiter = state.waiter
             let token = state.teardownToken
+            if waiter != nil { state.held = state.waiterHopTarget.holdForResume() }
             state.finished = true
             state.waiter = nil
             state.teardownToken = nil

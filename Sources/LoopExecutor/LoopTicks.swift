@@ -89,6 +89,10 @@ final class TickStorage: Sendable {
     private struct State {
         var pending: LoopTick?
         var waiter: UnsafeContinuation<LoopTick?, Never>?
+        /// The loop the waiter's task hops onto when resumed, and the seal hold taken on it for the
+        /// resumption in flight (see Locked+Resume.swift).
+        var waiterHopTarget: Loop?
+        var held: Loop?
         var finished = false
         var teardownToken: UInt64?
     }
@@ -127,9 +131,14 @@ final class TickStorage: Sendable {
             finish()
             return nil
         }
-        defer { state.synchronizeWithResumer() }
+        let target = hopTarget(of: actor)
+        // Taking the hold out also orders the resumer's work before ours (Locked+Resume.swift).
+        defer { state.withLock { $0.held.take() }?.releaseSealHold() }
         return await withTaskCancellationHandler {
-            await withUnsafeContinuation { continuation in
+            // `isolation: actor` makes this closure capture the actor and so run isolated to it
+            // (SE-0420). Without it the closure ran on the global pool, and its return hopped
+            // back onto the actor: a job enqueued on a loop whose shutdown had already drained.
+            await withUnsafeContinuation(isolation: actor) { continuation in
                 let ready: LoopTick?? = state.withLock { state in
                     if let pending = state.pending {
                         state.pending = nil
@@ -137,6 +146,7 @@ final class TickStorage: Sendable {
                     }
                     if state.finished { return .some(nil) }
                     state.waiter = continuation
+                    state.waiterHopTarget = target
                     return nil
                 }
                 if let ready { continuation.resume(returning: ready) }
@@ -159,6 +169,7 @@ final class TickStorage: Sendable {
             let tick = LoopTick(date: date, missed: skipped + replaced)
             if let waiter = state.waiter {
                 state.waiter = nil
+                state.held = state.waiterHopTarget.holdForResume()
                 waiter.resume(returning: tick)  // inside the lock: see Locked+Resume.swift
                 return
             }
@@ -172,6 +183,7 @@ final class TickStorage: Sendable {
             guard !state.finished || state.waiter != nil else { return (nil, nil) }
             state.finished = true
             state.pending = nil
+            if state.waiter != nil { state.held = state.waiterHopTarget.holdForResume() }
             defer {
                 state.waiter = nil
                 state.teardownToken = nil

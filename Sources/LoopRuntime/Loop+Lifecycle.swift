@@ -72,15 +72,27 @@ enum LoopLifecycle {
     }
 }
 
-/// What a port (or any descriptor-backed item that queues work of its own) tells the loop at the
-/// end of its life. Implemented by `LoopPort`; called with the loop's lock held, so an
-/// implementation takes only its own lock.
+/// An item that accepts work of its own for the loop, outside the loop's lock: a `LoopPort`
+/// (messages) and a `LoopJobQueue` (executor jobs). The seal asks all of them at once (see
+/// `Loop.sealIfIdle`), so that no work slips in between "nothing is queued" and "closed".
 protocol LoopEndAware: AnyObject, Sendable {
-    /// Refuses further work and returns true, unless work is still queued (then false: the drain
-    /// must run another round first).
-    func sealIfIdle(loopName: String) -> Bool
-    /// Refuses further work, whatever is queued (the loop ended without a drain).
-    func loopEnded(loopName: String)
+    /// Work is queued that the drain must still run. Takes the item's own lock.
+    var hasQueuedWork: Bool { get }
+    /// With the item's own lock held: returns false if work is still queued; otherwise calls
+    /// `rest` (which decides for the remaining items, holding their locks) and, if it returns
+    /// true, refuses further work and returns true. Called with the loop's lock held; takes only
+    /// the item's own lock, and releases nothing that could run user code.
+    func sealIfIdle(_ end: LoopEndNotice, rest: () -> Bool) -> Bool
+    /// Refuses further work, whatever is queued (the loop ended without a drain, or refused the
+    /// item).
+    func loopEnded(_ end: LoopEndNotice)
+}
+
+/// What a sealed item says when it refuses work: the loop's name and the sentence for messages.
+struct LoopEndNotice {
+    let loopName: String
+    /// "the loop … has ended: …".
+    let message: String
 }
 
 extension Loop {
@@ -101,40 +113,84 @@ extension Loop {
         return true
     }
 
-    /// Shutdown steps 2 and 3: the modes in which queued blocks, executor jobs or undelivered port
-    /// messages can run (`.common` counts as `.default`), without repeats — or, when there are
-    /// none, the seal: the loop ends in the same locked step, closing its executors' queues and
-    /// its ports. With `force`, seals whatever is left (a drain that never ran dry).
-    func modesToDrainOrSeal(force: Bool = false) -> [Mode] {
+    /// What the drain does next (shutdown steps 2 and 3).
+    enum DrainStep: Equatable {
+        /// Run a pass in each of these modes: blocks, executor jobs or port messages are queued
+        /// there (`.common` counts as `.default`).
+        case run([Mode])
+        /// Nothing is queued, but resumed waiters are on their way onto this loop (see
+        /// ``holdSeal()``): wait for their jobs, then ask again.
+        case wait
+        /// Nothing was left: the loop has ended (sealed in the same locked step, closing its
+        /// executors' queues and its ports).
+        case sealed
+    }
+
+    /// The next step of the drain. With `force`, seals whatever is left (a drain that never ran
+    /// dry).
+    func nextDrainStep(force: Bool = false) -> DrainStep {
         lock.withLock {
-            var modes: [Mode] = []
-            func note(_ mode: Mode) {
-                if !modes.contains(mode) { modes.append(mode) }
+            if force {
+                sealLocked()
+                return .sealed
             }
-            if !force {
-                for block in state.blocks { note(block.modes.representative) }
-                for queue in state.jobQueues where queue.hasJobs { note(BlockModes(queue.modes).representative) }
-                let name = description
-                for source in state.descriptorSources.values {
-                    guard let port = source.endAware, !port.sealIfIdle(loopName: name) else { continue }
-                    if let mode = source.modes.first(where: { _ in true }) { note(mode.mode) }
+            while true {
+                let modes = modesWithQueuedWorkLocked()
+                if !modes.isEmpty { return .run(modes) }
+                if state.sealHolds > 0 { return .wait }
+                // Nothing was queued a moment ago. Jobs and messages are accepted under their
+                // queue's or port's own lock, not this one: seal only if all of them are still idle
+                // with every one of those locks held at once, else drain again.
+                if sealIfIdle(endAwareItemsLocked()[...], endNoticeLocked()) {
+                    state.lifecycle = .ended(state.lifecycle.reason ?? .threadExited)
+                    return .sealed
                 }
-                if !modes.isEmpty { return modes }
             }
-            sealLocked()
-            return []
         }
     }
 
-    /// → ended. Closes the executors' queues (a job enqueued from now on traps, naming the reason)
-    /// and refuses further port messages. Lock held.
-    private func sealLocked() {
+    /// The modes with blocks, executor jobs or port messages queued. Lock held.
+    private func modesWithQueuedWorkLocked() -> [Mode] {
+        var modes: [Mode] = []
+        func note(_ mode: Mode) {
+            if !modes.contains(mode) { modes.append(mode) }
+        }
+        for block in state.blocks { note(block.modes.representative) }
+        for queue in state.jobQueues where queue.hasQueuedWork { note(BlockModes(queue.modes).representative) }
+        for source in state.descriptorSources.values {
+            guard let port = source.endAware, port.hasQueuedWork else { continue }
+            if let mode = source.modes.first(where: { _ in true }) { note(mode.mode) }
+        }
+        return modes
+    }
+
+    /// Every item that accepts work outside the loop's lock, in a fixed order. Lock held.
+    private func endAwareItemsLocked() -> [any LoopEndAware] {
+        var items: [any LoopEndAware] = state.jobQueues
+        for source in state.descriptorSources.values {
+            if let item = source.endAware { items.append(item) }
+        }
+        return items
+    }
+
+    /// Seals `items` all or none: each holds its lock while the rest decide (see `LoopEndAware`).
+    private func sealIfIdle(_ items: ArraySlice<any LoopEndAware>, _ end: LoopEndNotice) -> Bool {
+        guard let first = items.first else { return true }
+        return first.sealIfIdle(end) { sealIfIdle(items.dropFirst(), end) }
+    }
+
+    /// The notice sealed items give (the loop is draining or ended). Lock held.
+    func endNoticeLocked() -> LoopEndNotice {
         let reason = state.lifecycle.reason ?? .threadExited
-        state.lifecycle = .ended(reason)
-        let why = "the \(self) has ended: \(reason.explanation)"
-        for queue in state.jobQueues { queue.close(reason: why) }
-        let name = description
-        for source in state.descriptorSources.values { source.endAware?.loopEnded(loopName: name) }
+        return LoopEndNotice(loopName: description, message: "the \(self) has ended: \(reason.explanation)")
+    }
+
+    /// → ended, whatever is queued. Closes the executors' queues (a job enqueued from now on traps,
+    /// naming the reason) and refuses further port messages. Lock held.
+    private func sealLocked() {
+        state.lifecycle = .ended(state.lifecycle.reason ?? .threadExited)
+        let end = endNoticeLocked()
+        for item in endAwareItemsLocked() { item.loopEnded(end) }
     }
 
     /// The handlers registered with `addEndHandler`, taken out so each runs once. Lock held.
@@ -191,6 +247,37 @@ extension Loop {
     public func removeEndHandler(_ token: UInt64) {
         let removed = lock.withLock { state.endHandlers.removeValue(forKey: token) }
         _ = removed  // released here, after unlocking: it may hold the last reference to user state
+    }
+
+    /// Keeps the drain from sealing the loop until ``releaseSealHold()``: taken by whoever resumes
+    /// an async waiter whose task will then hop onto this loop's executor (a continuation resumes
+    /// on the global pool first, and the hop onto the loop is a job enqueued some time later).
+    /// Without it a shutdown could seal in between, and the hop would be a job enqueued after the
+    /// end. Returns false, taking nothing, if the loop has already ended. Support for the
+    /// `LoopExecutor` module.
+    ///
+    /// - Important: Safe from any thread. Release each hold exactly once, from the resumed task.
+    @_spi(LoopExecutorSupport)
+    public func holdSeal() -> Bool {
+        lock.withLock {
+            guard !state.lifecycle.isEnded else { return false }
+            state.sealHolds += 1
+            return true
+        }
+    }
+
+    /// Releases a hold taken with ``holdSeal()``; the last one wakes a draining loop, so that it
+    /// can seal.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func releaseSealHold() {
+        let wake: Bool = lock.withLock {
+            precondition(state.sealHolds > 0, "Loop.releaseSealHold(): no hold was taken on the \(self).")
+            state.sealHolds -= 1
+            return state.sealHolds == 0 && !state.lifecycle.acceptsItems
+        }
+        if wake { notifyLoop() }
     }
 
     /// False once the loop stopped accepting new items (a `LoopThread` shutting down or ended).

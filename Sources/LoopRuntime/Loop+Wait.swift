@@ -121,7 +121,7 @@ extension Loop {
         var hasJobs = false
         for queue in state.jobQueues where !queue.isRunning && queue.matches(mode) {
             queue.loopSleepsInMyMode.store(true, ordering: .sequentiallyConsistent)
-            if queue.hasJobs { hasJobs = true }
+            if queue.hasQueuedWork { hasJobs = true }
         }
         if hasJobs {
             for queue in state.jobQueues { queue.loopSleepsInMyMode.store(false, ordering: .relaxed) }

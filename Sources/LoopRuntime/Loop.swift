@@ -254,8 +254,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         state.commonObservers.removeAll()
         state.blocks.removeAll()
         state.signalledSources.removeAll()
-        let why = "the \(self) has ended: \((state.lifecycle.reason ?? .threadExited).explanation)"
-        for queue in state.jobQueues { queue.close(reason: why) }
+        let end = endNoticeLocked()
+        for queue in state.jobQueues { queue.loopEnded(end) }
         detached.objects.append(contentsOf: state.jobQueues as [AnyObject])
         state.jobQueues.removeAll()
         state.attachments.removeAll()

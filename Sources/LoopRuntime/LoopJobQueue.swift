@@ -79,7 +79,6 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// The number of jobs waiting.
     public var count: Int { lock.withLock { pending.count } }
 
-    var hasJobs: Bool { lock.withLock { !pending.isEmpty } }
 
     /// True if the jobs may run in `mode`.
     @inline(__always)
@@ -124,17 +123,41 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         loop.unregister(self)
     }
 
-    /// The loop ended (`reason` says how, for the message of a late enqueue): refuse further jobs.
+    /// Refuses further jobs, naming `reason` in the message of a late enqueue, and drops the
+    /// references that only the running loop needs.
     func close(reason: String) {
-        let released: (AnyObject?, Any?) = lock.withLock {
-            if closedReason == nil { closedReason = reason }
-            defer {
-                runJob = nil
-                keeper = nil
-            }
-            return (keeper, runJob)
-        }
+        let released: (AnyObject?, Any?) = lock.withLock { closeLocked(reason: reason) }
         _ = released  // released after unlocking (see `keeper`)
+    }
+
+    /// `close(reason:)` with the lock held; returns what to release after unlocking.
+    private func closeLocked(reason: String) -> (AnyObject?, Any?) {
+        if closedReason == nil { closedReason = reason }
+        defer {
+            runJob = nil
+            keeper = nil
+        }
+        return (keeper, runJob)
+    }
+}
+
+extension LoopJobQueue: LoopEndAware {
+    var hasQueuedWork: Bool { lock.withLock { !pending.isEmpty } }
+
+    /// The loop is sealing: close if no job is queued and the rest agree. An idle queue holds no
+    /// keeper, and `runJob` holds its executor unowned, so nothing released here runs user code.
+    func sealIfIdle(_ end: LoopEndNotice, rest: () -> Bool) -> Bool {
+        let released: (AnyObject?, Any?)? = lock.withLock {
+            guard pending.isEmpty, rest() else { return nil }
+            return closeLocked(reason: end.message)
+        }
+        _ = released
+        return released != nil
+    }
+
+    /// The loop ended: refuse further jobs (queued ones will never run).
+    func loopEnded(_ end: LoopEndNotice) {
+        close(reason: end.message)
     }
 }
 

@@ -146,19 +146,21 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
 }
 
 extension LoopPort: LoopEndAware {
-    /// The loop is draining: refuse further sends unless messages are still queued.
-    func sealIfIdle(loopName: String) -> Bool {
+    var hasQueuedWork: Bool { state.withLock { !$0.messages.isEmpty } }
+
+    /// The loop is sealing: refuse further sends if no message is queued and the rest agree.
+    func sealIfIdle(_ end: LoopEndNotice, rest: () -> Bool) -> Bool {
         state.withLock {
-            guard $0.messages.isEmpty else { return false }
-            if $0.failure == nil { $0.failure = .loopEnded(loop: loopName) }
+            guard $0.messages.isEmpty, rest() else { return false }
+            if $0.failure == nil { $0.failure = .loopEnded(loop: end.loopName) }
             return true
         }
     }
 
     /// The loop ended (or refused the port): refuse further sends.
-    func loopEnded(loopName: String) {
+    func loopEnded(_ end: LoopEndNotice) {
         state.withLock {
-            if $0.failure == nil { $0.failure = .loopEnded(loop: loopName) }
+            if $0.failure == nil { $0.failure = .loopEnded(loop: end.loopName) }
         }
     }
 }
@@ -180,7 +182,7 @@ extension Loop {
     /// - Precondition: `port` is not already bound to another loop.
     /// - Important: Safe from any thread.
     public func add<Message>(_ port: LoopPort<Message>, forMode mode: Mode) throws(LoopSystemError) {
-        if try !addDescriptorSource(port.source, forMode: mode) { port.loopEnded(loopName: description) }
+        if try !addDescriptorSource(port.source, forMode: mode) { port.loopEnded(LoopEndNotice(loopName: description, message: "")) }
     }
 
     /// Removes `port` from `mode`. Messages wait until the port is in a running mode again.

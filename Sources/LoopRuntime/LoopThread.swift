@@ -333,9 +333,19 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         // A drain that never runs dry (a block that re-queues itself for ever) is cut off after
         // 10,000 rounds; what is left then is dropped with the loop (SPEC R5).
         var rounds = 0
-        while case let modes = loop.modesToDrainOrSeal(force: rounds == 10_000), !modes.isEmpty {
-            for mode in modes { loop.run(mode, for: .zero) }
-            rounds += 1
+        drain: while true {
+            switch loop.nextDrainStep(force: rounds == 10_000) {
+            case .run(let modes):
+                for mode in modes { loop.run(mode, for: .zero) }
+                rounds += 1
+            case .wait:
+                // Resumed waiters are hopping onto the loop: sleep until their jobs arrive (an
+                // enqueue wakes a loop asleep in its mode, the last released hold wakes it too;
+                // the bound covers jobs for modes outside the common ones).
+                loop.run(.default, for: .milliseconds(5))
+            case .sealed:
+                break drain
+            }
         }
         let delayed = core.state.withLock { state in
             defer { state.delayed.removeAll() }

@@ -90,6 +90,9 @@ final class LoopState {
     /// Called once when the loop stops accepting items (ends pending sleeps, ticks and activity
     /// streams; see Loop+Lifecycle.swift).
     @exclusivity(unchecked) var endHandlers: [UInt64: @Sendable () -> Void] = [:]
+    /// Resumed async waiters whose tasks will hop onto this loop and have not arrived yet (see
+    /// `Loop.holdSeal()`): the drain does not seal while there are any.
+    @exclusivity(unchecked) var sealHolds = 0
     @exclusivity(unchecked) var nextEndHandlerToken: UInt64 = 0
     /// The keep-alive object of the `LoopThread` that owns the loop, if any (weak: the `LoopThread`
     /// and the loop's executors hold it).
@@ -166,7 +169,7 @@ final class LoopState {
 
     /// True if an executor with queued jobs may run in `mode` (SPEC N4). Takes the queues' locks.
     func hasJobs(for mode: ModeState) -> Bool {
-        jobQueues.contains { !$0.isRunning && $0.matches(mode) && $0.hasJobs }
+        jobQueues.contains { !$0.isRunning && $0.matches(mode) && $0.hasQueuedWork }
     }
 
     /// R10: nothing can ever wake `mode` (observers do not count, SPEC R30; queued executor jobs
