@@ -79,7 +79,6 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// The number of jobs waiting.
     public var count: Int { lock.withLock { pending.count } }
 
-
     /// True if the jobs may run in `mode`.
     @inline(__always)
     func matches(_ mode: ModeState) -> Bool {

@@ -182,7 +182,9 @@ extension Loop {
     /// - Precondition: `port` is not already bound to another loop.
     /// - Important: Safe from any thread.
     public func add<Message>(_ port: LoopPort<Message>, forMode mode: Mode) throws(LoopSystemError) {
-        if try !addDescriptorSource(port.source, forMode: mode) { port.loopEnded(LoopEndNotice(loopName: description, message: "")) }
+        if try !addDescriptorSource(port.source, forMode: mode) {
+            port.loopEnded(LoopEndNotice(loopName: description, message: ""))
+        }
     }
 
     /// Removes `port` from `mode`. Messages wait until the port is in a running mode again.
