@@ -18,9 +18,12 @@
 //    loop's executors still run jobs: a waiter's continuation may be a job of an actor pinned to
 //    this very loop, and it must find an open queue.
 // 2. Stop the drive; run passes in every mode that has queued blocks, executor jobs or undelivered
-//    port messages, until a locked check finds none (work queued by that work runs too).
-// 3. Seal (`ended`) in the same locked step that found nothing left, so no work slips in between
-//    the last check and the seal; close the executors' queues and the ports.
+//    port messages, until a locked check finds none (work queued by that work runs too). While
+//    resumed waiters are still on their way onto the loop (a continuation resumes on the global
+//    pool, and the hop onto the loop is a job enqueued later: `holdSeal()`), wait for them.
+// 3. Seal (`ended`) in the same locked step that found nothing left, holding the loop's lock and
+//    every executor queue's and port's own lock at once (they accept work under their own locks),
+//    so no work slips in between the last check and the seal; the queues and ports close then.
 // 4. Tear down: detach every item (SPEC R5), close the descriptors; then the thread exits and
 //    whoever waits in `shutdown()` returns.
 

@@ -75,24 +75,31 @@ struct LifecycleTests {
     // Locked+Resume.swift); and a job enqueued between the drain's "nothing queued" and the queue's
     // close was lost (now the seal holds every queue's lock at once). LOOP_LIFECYCLE_ROUNDS=3000
     // soaks it.
-    @Test("Shutdown resumes pinned actors waiting in sleep, ticks and activities, and completes (×200)")
-    func shutdownResumesPinnedWaiters() async throws {
-        let rounds = Int(getenv("LOOP_LIFECYCLE_ROUNDS").map { String(cString: $0) } ?? "200") ?? 200
-        for _ in 0..<rounds {
-            let thread = try LoopThread(name: "waiters")
-            let waiter = Waiter(thread.executor)
-            async let slept = waiter.sleepLong()
-            async let ticks = waiter.countTicks()
-            async let drained = waiter.drainActivities()
-            // All three are waiting (an actor call that had not reached the actor yet would be an
-            // enqueue after the shutdown: the one remaining programmer error).
-            let ready = await eventually { thread.loop.lock.withLock { thread.loop.state.endHandlers.count } == 3 }
-            #expect(ready)
-            await thread.shutdown()
-            #expect(await slept == "ended")
-            #expect(await ticks == 0)
-            #expect(await drained)
-            #expect(thread.loop.hasEnded)
+    @Test("Shutdown resumes pinned actors waiting in sleep, ticks and activities, and completes (×1000)")
+    func shutdownResumesPinnedWaiters() async {
+        // A child process: a regression traps (a job enqueued after the end) or hangs, and must be
+        // reported rather than take the suite down. Preconditions say which expectation failed.
+        await #expect(processExitsWith: .success) {
+            let rounds = Int(getenv("LOOP_LIFECYCLE_ROUNDS").map { String(cString: $0) } ?? "1000") ?? 1000
+            for round in 0..<rounds {
+                let thread = try LoopThread(name: "waiters")
+                let waiter = Waiter(thread.executor)
+                async let slept = waiter.sleepLong()
+                async let ticks = waiter.countTicks()
+                async let drained = waiter.drainActivities()
+                // All three are waiting (an actor call that had not reached the actor yet would be
+                // an enqueue after the shutdown: the one remaining programmer error).
+                let ready = await eventually {
+                    thread.loop.lock.withLock { thread.loop.state.endHandlers.count } == 3
+                }
+                precondition(ready, "round \(round): the three waiters did not start")
+                await thread.shutdown()
+                let (sleepResult, tickCount, streamEnded) = await (slept, ticks, drained)
+                precondition(sleepResult == "ended", "round \(round): the sleep did not end with LoopEndedError")
+                precondition(tickCount == 0, "round \(round): ticks were delivered")
+                precondition(streamEnded, "round \(round): the activity stream did not end")
+                precondition(thread.loop.hasEnded, "round \(round): the loop has not ended")
+            }
         }
     }
 
