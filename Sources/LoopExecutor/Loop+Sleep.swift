@@ -3,9 +3,9 @@
 extension Loop {
     /// Suspends the calling task for `duration`, on this loop's timers.
     ///
-    /// The sleep stays in the caller's isolation (`isolation` defaults to it): an actor pinned to
-    /// this loop is resumed by a job of the loop itself, with no hop through the global pool — so a
-    /// shutdown that ends the sleep still runs that job in its drain.
+    /// The sleep stays in the caller's isolation (`isolation` defaults to it). An actor pinned to a
+    /// loop gets back onto it even while that loop shuts down: the shutdown ends the sleep first and
+    /// does not end the loop before the resumed task has arrived there.
     ///
     /// The wake-up is a one-shot ``LoopTimer`` in `modes`: it fires only while the loop runs one of
     /// them, never early, at the latest `tolerance` late (SPEC R34, R43). (`Task.sleep` does not use
