@@ -21,7 +21,7 @@ import Synchronization
 /// worker.shutdown()                                                // runs what was accepted, joins
 /// ```
 ///
-/// **Shutdown.** ``shutdown()`` (or ``shutdown(async:)`` from async code) takes the loop from open
+/// **Shutdown.** ``shutdown()`` (or ``shutdown(isolation:)`` from async code) takes the loop from open
 /// to draining to ended, in this order:
 /// 1. New work through the thread is refused (``perform(inModes:waitUntilDone:_:)`` throws
 ///    ``LoopThreadError/shutDown(thread:)``), and the loop refuses new items (a timer, observer,
@@ -31,7 +31,8 @@ import Synchronization
 ///    waiting in one of them runs on.
 /// 2. The loop is stopped, and every block, executor job and port message accepted so far runs —
 ///    each in a pass of one of its modes — and so does the work that work queues, until none is
-///    left. Delayed performs that have not fired are cancelled (their timers become invalid).
+///    left; tasks resumed in step 1 that are still on their way back onto this loop are waited
+///    for. Delayed performs that have not fired are cancelled (their timers become invalid).
 /// 3. The loop ends: ``Loop/perform(inModes:_:)`` returns `false`, a port's send throws, an enqueue
 ///    on one of its executors traps with a message naming the loop and the thread that called
 ///    `shutdown()` (the one remaining programmer error: let pinned actors finish first).
@@ -267,7 +268,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// Called on the thread itself (from a callout or a job), it requests the shutdown, which
     /// completes when the callout returns, and does not wait. Called from several threads, each
     /// returns once the thread has ended and its loop was torn down. From async code prefer
-    /// ``shutdown(async:)``, which does not block a thread of the cooperative pool.
+    /// ``shutdown(isolation:)``, which does not block a thread of the cooperative pool.
     ///
     /// - Important: Safe from any thread.
     public func shutdown() {
