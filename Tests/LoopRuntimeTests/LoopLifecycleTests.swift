@@ -49,6 +49,31 @@ struct LoopLifecycleTests {
         }
     }
 
+    @Test("The drain does not seal while a resumed waiter's hop is in flight (a seal hold is out)")
+    func drainWaitsForSealHolds() throws {
+        let thread = try LoopThread(name: "held")
+        let loop = thread.loop
+        // What LoopExecutor's async bridges do when they resume a task pinned to this loop.
+        #expect(loop.holdSeal())
+        let shutdownReturned = Flag()
+        let stopper = try PlatformThread.spawn(name: "stopper") {
+            thread.shutdown()
+            shutdownReturned.set(true)
+        }
+        #expect(eventually { !loop.isOpen })  // draining: items refused, work still accepted
+        usleep(50_000)
+        #expect(!loop.hasEnded, "the loop sealed with a hold out: the resumed task's hop would trap")
+        #expect(!shutdownReturned.value)
+        let ran = Flag()
+        #expect(loop.perform { ran.set(true) })  // the hop's stand-in: work is still run
+        #expect(eventually { ran.value })
+        loop.releaseSealHold()
+        stopper.join()
+        #expect(shutdownReturned.value)
+        #expect(loop.hasEnded)
+        #expect(!loop.holdSeal(), "an ended loop takes no hold")
+    }
+
     @Test("Port messages queued when the shutdown begins are delivered; sends after the end throw")
     func portMessagesDrained() throws {
         let thread = try LoopThread(name: "ports")
