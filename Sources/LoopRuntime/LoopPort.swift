@@ -183,7 +183,7 @@ extension Loop {
     /// - Important: Safe from any thread.
     public func add<Message>(_ port: LoopPort<Message>, forMode mode: Mode) throws(LoopSystemError) {
         if try !addDescriptorSource(port.source, forMode: mode) {
-            port.loopEnded(LoopEndNotice(loopName: description, message: ""))
+            port.loopEnded(lock.withLock { endNoticeLocked() })
         }
     }
 
