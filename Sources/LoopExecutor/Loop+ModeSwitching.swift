@@ -31,18 +31,13 @@ extension Loop {
                 "Loop.switchMode(to:): the \(self) is not driven by a LoopDriver. Mode switching needs a driver to re-enter the loop: use a LoopThread, or run the loop with LoopDriver(loop:).run()."
             )
         }
-        // The seal hold taken for the resumption, on the loop the task hops onto (Locked+Resume.swift).
-        let held = Locked<Loop?>(nil)
-        let target = hopTarget(of: isolation)
-        let entered = await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
-            driver.switchMode(to: mode) { entered in
-                held.withLock { held in
-                    held = target.holdForResume()
-                    continuation.resume(returning: entered)  // inside the lock: see Locked+Resume.swift
-                }
-            }
+        let outcome = Mailbox(on: self, buffer: SingleValue<Bool>(), name: "Loop.switchMode", noun: "mode switch")
+        driver.switchMode(to: mode) { entered in
+            outcome.send(entered)
+            outcome.finish(drain: true)
         }
-        held.withLock { $0.take() }?.releaseSealHold()
+        // The driver answers exactly once, also when its drive ends (`false`).
+        let entered = await outcome.receive(isolation: isolation).0 ?? false
         return entered
     }
 

@@ -48,18 +48,16 @@ extension Loop {
             "Loop.sleep(until:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
         )
         try Task.checkCancellation()
-        let sleeper = Sleeper(hopTarget: hopTarget(of: isolation))
-        defer { sleeper.arrived() }
-        try await withTaskCancellationHandler {
-            // `isolation:` makes this closure capture the actor and so run isolated to it
-            // (SE-0420): without it the closure would run on the global pool, and its return
-            // would be one more hop onto the actor.
-            try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in
-                sleeper.start(continuation, on: self, deadline: deadline, tolerance: tolerance, modes: modes)
-            }
-        } onCancel: {
-            sleeper.finish(with: .failure(CancellationError()))
+        let wakeUp = Mailbox(
+            on: self, buffer: SingleValue<Void>(), name: "Loop.sleep", noun: "sleep", loopEndIsFailure: true)
+        let timer = LoopTimer(fireAt: deadline, tolerance: tolerance) { [weak wakeUp] _ in
+            wakeUp?.send(())
+            wakeUp?.finish(drain: true)
         }
+        // Invalidating removes the timer from the loop at once (a no-op after it fired).
+        wakeUp.attach(start: { for mode in modes { add(timer, forMode: mode) } }, detach: timer.invalidate)
+        let (woken, failure): (Void?, (any Error)?) = await wakeUp.receive(isolation: isolation)
+        if woken == nil { throw failure ?? CancellationError() }
     }
 
     /// A clock whose `sleep(until:tolerance:)` uses this loop's timers in `modes`.
@@ -67,86 +65,6 @@ extension Loop {
     /// - Important: Safe from any thread.
     public func clock(modes: [Mode] = [.common]) -> LoopClock {
         LoopClock(loop: self, modes: modes)
-    }
-}
-
-/// One sleep: a small state machine so that exactly one of fire, cancel and loop end resumes the
-/// continuation, each removing what the others would have used.
-private final class Sleeper: Sendable {
-    private enum Phase {
-        case idle
-        case waiting(UnsafeContinuation<Void, any Error>, LoopTimer, Loop, UInt64)
-        /// Finished — with the outcome, if it came before the sleep even started waiting.
-        case done(Result<Void, any Error>?)
-    }
-
-    private struct State {
-        var phase = Phase.idle
-        /// The seal hold taken for the resumption, on the loop the task hops onto (see
-        /// Locked+Resume.swift); released by the task once it is back.
-        var held: Loop?
-    }
-
-    private let state = Locked(State())
-    /// The loop the sleeping task hops onto when resumed (its isolation's, if pinned to a loop).
-    private let hopTarget: Loop?
-
-    init(hopTarget: Loop?) {
-        self.hopTarget = hopTarget
-    }
-
-    func start(
-        _ continuation: UnsafeContinuation<Void, any Error>, on loop: Loop,
-        deadline: ContinuousClock.Instant, tolerance: Duration, modes: [Loop.Mode]
-    ) {
-        let timer = LoopTimer(fireAt: deadline, tolerance: tolerance) { [self] _ in
-            finish(with: .success(()))
-        }
-        guard
-            let token = loop.addEndHandler({ [self] in
-                finish(with: .failure(LoopEndedError(loop: loop.description)))
-            })
-        else {
-            return continuation.resume(throwing: LoopEndedError(loop: loop.description))
-        }
-        let early: Result<Void, any Error>?? = state.withLock { state in
-            // Cancelled, or the loop ended, before the sleep started waiting.
-            if case .done(let outcome) = state.phase { return .some(outcome) }
-            state.phase = .waiting(continuation, timer, loop, token)
-            return nil
-        }
-        if let early {
-            loop.removeEndHandler(token)
-            return continuation.resume(with: early ?? .failure(CancellationError()))
-        }
-        for mode in modes { loop.add(timer, forMode: mode) }
-    }
-
-    func finish(with result: Result<Void, any Error>) {
-        let waiting: (UnsafeContinuation<Void, any Error>, LoopTimer, Loop, UInt64)? = state.withLock {
-            state in
-            switch state.phase {
-            case .waiting(let continuation, let timer, let loop, let token):
-                state.phase = .done(nil)
-                state.held = hopTarget.holdForResume()
-                return (continuation, timer, loop, token)
-            case .idle:
-                state.phase = .done(result)  // `start` resumes with it
-                return nil
-            case .done:
-                return nil
-            }
-        }
-        guard let (continuation, timer, loop, token) = waiting else { return }
-        timer.invalidate()  // removes it from the loop at once (a no-op after it fired)
-        loop.removeEndHandler(token)
-        state.resume(continuation, with: result)
-    }
-
-    /// The task is back from its `await`: releases the seal hold taken for it, if any. Taking it
-    /// out also orders the resumer's work before the task's (see Locked+Resume.swift).
-    func arrived() {
-        state.withLock { $0.held.take() }?.releaseSealHold()
     }
 }
 

@@ -74,7 +74,8 @@ extension Loop {
     ///   - activities: The activities to report.
     ///   - modes: The modes to observe; defaults to `Loop.Mode.common`.
     ///   - buffering: The buffer size and drop policy; defaults to keeping the newest 1,024.
-    /// - Important: Safe from any thread. Iterate from one task at a time. The stream also ends (after
+    /// - Important: Safe from any thread. Iterate from one task at a time (a second task waiting on the same
+    ///   iterator traps). The stream also ends (after
     ///   the events already buffered) when the loop stops accepting work — its `LoopThread` begins
     ///   shutting down, before the thread's executors stop, or its thread exits.
     public func activities(
@@ -91,7 +92,9 @@ extension Loop {
 /// The activities of a loop as an async sequence; see
 /// `Loop.activities(_:in:buffering:)`.
 ///
-/// - Important: Safe from any thread; each iterator belongs to one task.
+/// - Important: Safe from any thread; each iterator belongs to one task. Two tasks waiting in
+///   `next()` on one iterator at once is a programmer error and traps (the second would otherwise
+///   replace the first, which would wait for ever).
 public struct LoopActivities: AsyncSequence, Sendable {
     /// The element: a ``LoopActivityEvent``.
     public typealias Element = LoopActivityEvent
@@ -103,179 +106,96 @@ public struct LoopActivities: AsyncSequence, Sendable {
 
     /// Adds the observer and returns an iterator over its events.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(storage: ActivityStorage(self))
+        Iterator(mailbox: startObserving())
     }
 
     /// Iterates the events; ends when its task is cancelled or the loop's thread ends.
     public struct Iterator: AsyncIteratorProtocol {
-        let storage: ActivityStorage
+        let mailbox: Mailbox<ActivityRing>
 
         /// The next event, or `nil` once the stream ended.
         public mutating func next() async -> LoopActivityEvent? {
-            await storage.next(isolation: nil)
+            await mailbox.receive(isolation: nil).0
         }
 
         /// The next event, or `nil` once the stream ended; waits in the caller's isolation, so an
         /// actor pinned to the loop is resumed by a job of the loop itself (`for await` uses this).
         public mutating func next(isolation actor: isolated (any Actor)?) async -> LoopActivityEvent? {
-            await storage.next(isolation: actor)
-        }
-    }
-}
-
-/// The buffer between an activity observer (producer, on the loop's thread) and one consumer.
-final class ActivityStorage: Sendable {
-    private struct State {
-        /// A ring buffer: `buffer[head..<head+count]` modulo capacity (plain values, no optionals:
-        /// the slots outside the window hold stale events).
-        var buffer: [LoopActivityEvent]
-        var head = 0
-        var count = 0
-        var droppedSinceLast = 0
-        var waiter: UnsafeContinuation<LoopActivityEvent?, Never>?
-        /// The waiting consumer waits on the loop's thread: it gets its events in batches (see
-        /// `Loop.activities(_:in:buffering:)`).
-        var waiterIsOnLoopThread = false
-        /// The loop the waiter's task hops onto when resumed, and the seal hold taken on it for the
-        /// resumption in flight (see Locked+Resume.swift).
-        var waiterHopTarget: Loop?
-        var held: Loop?
-        var finished = false
-        var teardownToken: UInt64?
-
-        mutating func push(_ event: LoopActivityEvent, policy: LoopActivityBuffering) {
-            let capacity = buffer.count
-            if count == capacity {
-                droppedSinceLast += 1
-                guard case .dropOldest = policy else { return }
-                head = head + 1 == capacity ? 0 : head + 1
-                count -= 1
-            }
-            let slot = head + count
-            buffer[slot >= capacity ? slot - capacity : slot] = event
-            count += 1
-        }
-
-        /// The oldest buffered event, stamped with the drops since the previous delivery.
-        mutating func pop() -> LoopActivityEvent? {
-            guard count > 0 else { return nil }
-            let event = buffer[head]
-            head = head + 1 == buffer.count ? 0 : head + 1
-            count -= 1
-            return deliver(event)
-        }
-
-        mutating func deliver(_ event: LoopActivityEvent) -> LoopActivityEvent {
-            defer { droppedSinceLast = 0 }
-            return event.stamped(dropped: droppedSinceLast)
+            await mailbox.receive(isolation: actor).0
         }
     }
 
-    private let state: Locked<State>
-    private let observer: LoopObserver
-    private let loop: Loop
-    private let buffering: LoopActivityBuffering
-
-    init(_ activities: LoopActivities) {
-        loop = activities.loop
-        buffering = activities.buffering
-        let placeholder = LoopActivityEvent(activity: [], mode: .default, time: .now, depth: 0, dropped: 0)
-        let state = Locked(State(buffer: Array(repeating: placeholder, count: activities.buffering.capacity)))
-        self.state = state
-        let loop = activities.loop
-        let policy = activities.buffering
-        let requested = activities.activities
+    /// A mailbox fed by a new observer (order `Int.max`) in the stream's modes.
+    private func startObserving() -> Mailbox<ActivityRing> {
+        let mailbox = Mailbox(
+            on: loop, buffer: ActivityRing(buffering), name: "LoopActivities", noun: "activity stream")
+        let (loop, requested) = (loop, activities)
         // `afterWaiting` and `exit` hand a batch to a consumer on the loop's thread (see
         // `Loop.activities(_:in:buffering:)`), so they are observed whatever was asked for.
-        let observed = requested.union([.afterWaiting, .exit])
-        let capacity = policy.capacity
-        observer = LoopObserver(activities: observed, order: .max) { _, activity in
+        let observer = LoopObserver(activities: requested.union([.afterWaiting, .exit]), order: .max) {
+            [weak mailbox] _, activity in
+            guard let mailbox else { return }
+            let isBatchPoint = activity == .afterWaiting || activity == .exit
+            guard requested.contains(activity) else {
+                return mailbox.send(nil, isBatchPoint: isBatchPoint)
+            }
             let (mode, depth) = loop.runLevel
             let event = LoopActivityEvent(
                 activity: activity, mode: mode ?? .default, time: .now, depth: depth, dropped: 0)
-            state.withLock { state in
-                guard !state.finished else { return }
-                if requested.contains(activity) { state.push(event, policy: policy) }
-                guard let waiter = state.waiter else { return }
-                if state.waiterIsOnLoopThread {
-                    let batchPoint = activity == .afterWaiting || activity == .exit || state.count * 2 >= capacity
-                    guard batchPoint else { return }
-                }
-                guard let delivered = state.pop() else { return }
-                state.waiter = nil
-                state.held = state.waiterHopTarget.holdForResume()
-                waiter.resume(returning: delivered)  // inside the lock: see Locked+Resume.swift
-            }
+            mailbox.send(event, isBatchPoint: isBatchPoint)
         }
-        let weakSelf = WeakActivityStorage()
-        weakSelf.storage = self
-        let token = loop.addEndHandler { weakSelf.storage?.finish(drain: true) }
-        state.withLock { $0.teardownToken = token }
-        if token == nil {
-            state.withLock { $0.finished = true }
-        } else {
-            for mode in activities.modes { loop.add(observer, forMode: mode) }
-        }
-    }
-
-    deinit {
-        finish(drain: false)
-    }
-
-    func next(isolation actor: isolated (any Actor)?) async -> LoopActivityEvent? {
-        if Task.isCancelled {
-            finish(drain: false)
-            return nil
-        }
-        let onLoopThread = loop.isCurrentThread
-        let target = hopTarget(of: actor)
-        // Taking the hold out also orders the resumer's work before ours (Locked+Resume.swift).
-        defer { state.withLock { $0.held.take() }?.releaseSealHold() }
-        return await withTaskCancellationHandler {
-            // `isolation: actor` makes this closure capture the actor and so run isolated to it
-            // (SE-0420). Without it the closure ran on the global pool, and its return hopped
-            // back onto the actor: a job enqueued on a loop whose shutdown had already drained.
-            await withUnsafeContinuation(isolation: actor) { continuation in
-                let ready: LoopActivityEvent?? = state.withLock { state in
-                    if let event = state.pop() { return .some(event) }
-                    if state.finished { return .some(nil) }
-                    state.waiter = continuation
-                    state.waiterIsOnLoopThread = onLoopThread
-                    state.waiterHopTarget = target
-                    return nil
-                }
-                if let ready { continuation.resume(returning: ready) }
-            }
-        } onCancel: {
-            finish(drain: false)
-        }
-    }
-
-    /// Ends the stream: removes the observer; a waiting consumer gets `nil`. With `drain`, events
-    /// already buffered are still delivered.
-    func finish(drain: Bool) {
-        let (waiter, token): (UnsafeContinuation<LoopActivityEvent?, Never>?, UInt64?) = state.withLock {
-            state in
-            let waiter = state.waiter
-            let token = state.teardownToken
-            if waiter != nil { state.held = state.waiterHopTarget.holdForResume() }
-            state.finished = true
-            state.waiter = nil
-            state.teardownToken = nil
-            if !drain {
-                state.count = 0
-                state.head = 0
-            }
-            return (waiter, token)
-        }
-        observer.invalidate()
-        if let token { loop.removeEndHandler(token) }
-        if let waiter { state.resume(waiter, returning: nil) }
+        let modes = modes
+        mailbox.attach(
+            start: { for mode in modes { loop.add(observer, forMode: mode) } }, detach: observer.invalidate)
+        return mailbox
     }
 }
 
-/// Lets the teardown handler reach the storage without keeping it alive.
-private final class WeakActivityStorage: @unchecked Sendable {
-    // Written once in ActivityStorage.init before the handler can run; read after.
-    weak var storage: ActivityStorage?
+/// What an activity stream keeps while its consumer is busy: a bounded ring that drops by the
+/// stream's policy and counts what it dropped.
+struct ActivityRing: MailboxBuffer {
+    /// `buffer[head..<head+count]` modulo capacity (plain values, no optionals: the slots outside
+    /// the window hold stale events).
+    private var buffer: [LoopActivityEvent]
+    private var head = 0
+    private var count = 0
+    private var droppedSinceLast = 0
+    private let policy: LoopActivityBuffering
+
+    init(_ policy: LoopActivityBuffering) {
+        self.policy = policy
+        let placeholder = LoopActivityEvent(activity: [], mode: .default, time: .now, depth: 0, dropped: 0)
+        buffer = Array(repeating: placeholder, count: policy.capacity)
+    }
+
+    mutating func append(_ event: LoopActivityEvent) {
+        let capacity = buffer.count
+        if count == capacity {
+            droppedSinceLast += 1
+            guard case .dropOldest = policy else { return }
+            head = head + 1 == capacity ? 0 : head + 1
+            count -= 1
+        }
+        let slot = head + count
+        buffer[slot >= capacity ? slot - capacity : slot] = event
+        count += 1
+    }
+
+    /// The oldest event kept, stamped with the drops since the previous delivery.
+    mutating func removeFirst() -> LoopActivityEvent? {
+        guard count > 0 else { return nil }
+        let event = buffer[head]
+        head = head + 1 == buffer.count ? 0 : head + 1
+        count -= 1
+        defer { droppedSinceLast = 0 }
+        return event.stamped(dropped: droppedSinceLast)
+    }
+
+    mutating func removeAll() {
+        head = 0
+        count = 0
+    }
+
+    /// Half full: a consumer on the loop's thread gets its batch now rather than risk drops.
+    var wantsHandOff: Bool { count * 2 >= buffer.count }
 }

@@ -145,6 +145,46 @@ struct LifecycleTests {
         await thread.shutdown()
     }
 
+    @Test("A second task waiting on the same tick or activity iterator traps, naming the sequence")
+    func secondConsumerTraps() async throws {
+        let ticks = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let thread = try LoopThread(name: "two-consumers")
+            nonisolated(unsafe) let iterator = thread.loop.ticks(every: .seconds(60)).makeAsyncIterator()
+            let first = Task {
+                var mine = iterator
+                _ = await mine.next()
+            }
+            // Without the trap both would wait for ever: exit "successfully" instead, failing the test.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 20) { exit(0) }
+            // Let the first consumer wait, then make a second one wait on the same iterator (in
+            // whichever order they arrive, the second one traps).
+            try await Task.sleep(for: .milliseconds(100))
+            var second = iterator
+            _ = await second.next()
+            first.cancel()
+        }
+        #expect(String(decoding: ticks.standardErrorContent, as: UTF8.self).contains("LoopTicks: two tasks"))
+        let activities = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let thread = try LoopThread(name: "two-consumers")
+            // A mode the loop never runs: no event can resume the first consumer before the second
+            // arrives (an `.entry` of the default mode did, when the thread started late).
+            nonisolated(unsafe) let iterator = thread.loop.activities(.allActivities, in: ["never-run"])
+                .makeAsyncIterator()
+            let first = Task {
+                var mine = iterator
+                _ = await mine.next()
+            }
+            // Without the trap both would wait for ever: exit "successfully" instead, failing the test.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 20) { exit(0) }
+            try await Task.sleep(for: .milliseconds(100))
+            var second = iterator
+            _ = await second.next()
+            first.cancel()
+        }
+        #expect(
+            String(decoding: activities.standardErrorContent, as: UTF8.self).contains("LoopActivities: two tasks"))
+    }
+
     @Test("Negative tolerances trap with a message naming the call the user made")
     func negativeTolerancesTeach() async throws {
         let ticks = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {

@@ -1,0 +1,336 @@
+@_spi(LoopExecutorSupport) import LoopRuntime
+
+// The one place in LoopExecutor where continuations are created and resumed.
+//
+// Every async bridge — `Loop.sleep`, `Loop.ticks`, `Loop.activities`, `Loop.switchMode` — is a
+// producer on the loop's thread (a timer, an observer, a driver callback) handing values to one
+// consumer task, with a loop end and a cancellation that may race it. They share this mailbox:
+//
+// - `MailboxState` is a pure state machine: its mutating methods say what must happen (deliver,
+//   suspend, resume a waiter, clean up, trap) and do none of it, so exactly-once resumption is
+//   proved here once, for all of them;
+// - `Mailbox` holds it in a lock and performs the actions, outside the lock except for the resume
+//   (see "Why resume inside the lock");
+// - a `MailboxBuffer` says what is kept for a consumer that is not waiting: one value (a sleep, a
+//   mode switch), the latest tick, a ring of activity events.
+//
+// A second task calling `next()` on the same iterator while another waits would silently replace
+// the first waiter, which would then wait for ever: it traps, naming the sequence
+// (swift-async-algorithms' rule).
+
+// Why resume inside the lock, and touch it again right after the `await`.
+//
+// When a continuation is resumed before its task has finished suspending (the loop thread resumes
+// it while the awaiting task is still between handing the continuation over and parking), the
+// runtime lets the task run on inline, and the only synchronization between the two threads is an
+// atomic in the concurrency runtime, which the thread sanitizer does not instrument. The sanitizer
+// then reports the resumer's access to the continuation's context and the task's next use of the
+// same task-allocator memory (its next frame) as a race — under load, when the interleaving is
+// common. Resuming inside the lock that the awaiting side takes once it is past the `await` makes
+// the hand-off visible: the task cannot pass the `await` before the resumer holds the lock, and it
+// then waits for the resumer to release it. (Resuming only enqueues the task's job; no user code
+// runs inside the lock.)
+
+// Why a resumer takes a seal hold on the loop the resumed task will hop onto.
+//
+// A resumed continuation does not go straight to the awaiting actor's executor: the task is first
+// enqueued on the global pool, and only there hops onto the actor's executor — a job for the loop,
+// enqueued some time later. A shutdown that sealed the loop in between would turn that hop into a
+// job enqueued after the end (a trap). So whoever resumes a waiter whose isolation is pinned to a
+// loop first takes a hold on that loop (`Loop.holdSeal()`), and the task, once back in its
+// isolation, releases it; the drain does not seal while holds are out.
+
+/// What a mailbox keeps for its consumer while the consumer is not waiting.
+protocol MailboxBuffer: Sendable {
+    associatedtype Element: Sendable
+
+    /// Keeps `element` (or folds it into what is kept).
+    mutating func append(_ element: Element)
+    /// The next element for the consumer, if any.
+    mutating func removeFirst() -> Element?
+    /// Forgets everything kept.
+    mutating func removeAll()
+    /// Enough is kept that a consumer taking elements in batches should get them now.
+    var wantsHandOff: Bool { get }
+}
+
+extension MailboxBuffer {
+    var wantsHandOff: Bool { false }
+}
+
+/// The state of a mailbox: a pure state machine (no locks, no resumes, no calls out). Generic over
+/// the waiter's continuation, so that its tests need no tasks.
+struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
+    typealias Element = Buffer.Element
+
+    /// The consumer task waiting for an element.
+    struct Waiter: Sendable {
+        let continuation: Continuation
+        /// The loop the task hops onto when resumed, if its isolation is pinned to one.
+        let hopTarget: Loop?
+        /// The task runs on the producer's loop thread, so each resumption costs that loop a pass:
+        /// it is handed elements only at batch points (see `Loop.activities(_:in:buffering:)`).
+        let takesBatches: Bool
+    }
+
+    private enum Phase {
+        case open
+        case waiting(Waiter)
+        case finished
+    }
+
+    private var phase = Phase.open
+    private var buffer: Buffer
+    /// Why the mailbox finished, for consumers that throw (a sleep): cancellation or a loop end.
+    private(set) var failure: (any Error)?
+    /// The seal hold taken for the resumption in flight, released by the resumed task.
+    var held: Loop?
+    /// What `finish` must undo: the end-handler registration and the producer (a timer, an
+    /// observer). Set once the producer is attached.
+    private var registration: Registration?
+
+    struct Registration: Sendable {
+        let loop: Loop
+        let endHandler: UInt64
+        let detachProducer: @Sendable () -> Void
+
+        /// Detaches the producer and forgets the end handler. Lock not held: it takes the loop's.
+        func undo() {
+            detachProducer()
+            loop.removeEndHandler(endHandler)
+        }
+    }
+
+    init(buffer: Buffer) {
+        self.buffer = buffer
+    }
+
+    var isFinished: Bool {
+        if case .finished = phase { return true }
+        return false
+    }
+
+    enum NextAction {
+        /// Resume the caller at once: with an element, or `nil` (the mailbox has finished).
+        case deliver(Element?)
+        /// The caller waits; a later `send` or `finish` resumes it.
+        case suspend
+        /// Another task is already waiting: a programmer error.
+        case trapSecondConsumer
+    }
+
+    /// The consumer asks for the next element.
+    mutating func next(_ waiter: Waiter) -> NextAction {
+        switch phase {
+        case .waiting:
+            return .trapSecondConsumer
+        case .finished:
+            return .deliver(buffer.removeFirst())
+        case .open:
+            if let element = buffer.removeFirst() { return .deliver(element) }
+            phase = .waiting(waiter)
+            return .suspend
+        }
+    }
+
+    /// A waiter to resume, and with what.
+    struct Resumption {
+        let waiter: Waiter
+        let value: Element?
+    }
+
+    /// The producer hands over `element` (`nil`: none, only a batch point). Returns the waiter to
+    /// resume, if one may have it now.
+    mutating func send(_ element: Element?, isBatchPoint: Bool = false) -> Resumption? {
+        guard case .waiting(let waiter) = phase else {
+            if case .open = phase, let element { buffer.append(element) }
+            return nil
+        }
+        if let element { buffer.append(element) }
+        if waiter.takesBatches && !isBatchPoint && !buffer.wantsHandOff { return nil }
+        guard let value = buffer.removeFirst() else { return nil }
+        phase = .open
+        return Resumption(waiter: waiter, value: value)
+    }
+
+    /// Records the producer's registration; `false` if the mailbox finished meanwhile (then the
+    /// caller undoes it).
+    mutating func attach(_ registration: Registration) -> Bool {
+        guard !isFinished else { return false }
+        self.registration = registration
+        return true
+    }
+
+    /// What finishing requires.
+    struct Ending {
+        var resumption: Resumption?
+        var registration: Registration?
+    }
+
+    /// Ends the mailbox: `drain` keeps what is buffered for the consumer, which then gets `nil`.
+    /// Returns `nil` if it had already finished (the first end wins).
+    mutating func finish(drain: Bool, failure: (any Error)?) -> Ending? {
+        let waiter: Waiter?
+        switch phase {
+        case .finished: return nil
+        case .open: waiter = nil
+        case .waiting(let waiting): waiter = waiting
+        }
+        phase = .finished
+        self.failure = failure
+        if !drain { buffer.removeAll() }
+        defer { registration = nil }
+        // A consumer taking batches may be waiting with elements buffered: it gets them first.
+        return Ending(
+            resumption: waiter.map { Resumption(waiter: $0, value: buffer.removeFirst()) },
+            registration: registration)
+    }
+}
+
+/// A single-consumer mailbox between a producer on a loop's thread and one consumer task.
+final class Mailbox<Buffer: MailboxBuffer>: Sendable {
+    typealias Element = Buffer.Element
+    typealias State = MailboxState<Buffer, UnsafeContinuation<Element?, Never>>
+
+    private let state: Locked<State>
+    /// The loop whose thread produces the elements.
+    let loop: Loop
+    /// The sequence's name and what it is, for the second-consumer trap ("LoopTicks", "tick
+    /// sequence").
+    private let name: String
+    private let noun: String
+    /// Whether the loop's end is an error for the consumer (a sleep) or just the end (a sequence).
+    private let loopEndIsFailure: Bool
+
+    init(on loop: Loop, buffer: Buffer, name: String, noun: String, loopEndIsFailure: Bool = false) {
+        self.loop = loop
+        self.state = Locked(MailboxState(buffer: buffer))
+        self.name = name
+        self.noun = noun
+        self.loopEndIsFailure = loopEndIsFailure
+    }
+
+    deinit {
+        // An abandoned iterator: stop the producer (no consumer can be waiting: it would hold us).
+        finish(drain: false)
+    }
+
+    /// Ties the mailbox to its loop's end and starts the producer: `start` adds the timer or
+    /// observer, `detach` invalidates it when the mailbox finishes. A loop that no longer accepts
+    /// items finishes the mailbox at once (the producer is detached, never started).
+    func attach(start: () -> Void, detach: @escaping @Sendable () -> Void) {
+        let weakSelf = WeakMailbox(self)
+        guard let token = loop.addEndHandler({ weakSelf.mailbox?.loopEnded() }) else {
+            loopEnded()
+            detach()
+            return
+        }
+        let registration = State.Registration(
+            loop: loop, endHandler: token, detachProducer: detach)
+        guard state.withLock({ $0.attach(registration) }) else {
+            registration.undo()  // cancelled, or the loop ended, in between
+            return
+        }
+        start()
+    }
+
+    /// The producer hands over an element (`nil`: none, only a batch point for a consumer taking
+    /// batches). Dropped once the mailbox has finished.
+    func send(_ element: Element?, isBatchPoint: Bool = false) {
+        state.withLock { state in
+            guard let resumption = state.send(element, isBatchPoint: isBatchPoint) else { return }
+            resume(resumption, in: &state)
+        }
+    }
+
+    /// Ends the mailbox (see `MailboxState.finish`); the first end wins, with its `failure`.
+    func finish(drain: Bool, failure: (any Error)? = nil) {
+        let registration: State.Registration? = state.withLock { state in
+            guard let ending = state.finish(drain: drain, failure: failure) else { return nil }
+            if let resumption = ending.resumption { resume(resumption, in: &state) }
+            return ending.registration
+        }
+        registration?.undo()
+    }
+
+    /// The loop stopped accepting work: the consumer gets what is buffered, then the end.
+    private func loopEnded() {
+        finish(drain: true, failure: loopEndIsFailure ? LoopEndedError(loop: loop.description) : nil)
+    }
+
+    /// Resumes a waiter, taking a seal hold on the loop it hops onto first. Lock held (see above).
+    private func resume(_ resumption: State.Resumption, in state: inout State) {
+        state.held = resumption.waiter.hopTarget.holdForResume()
+        resumption.waiter.continuation.resume(returning: resumption.value)
+    }
+
+    /// Waits for the next element in the caller's isolation; `nil` once the mailbox has finished,
+    /// with the failure it finished with, if any. Cancelling the task finishes the mailbox.
+    func receive(isolation actor: isolated (any Actor)?) async -> (Element?, failure: (any Error)?) {
+        if Task.isCancelled { finish(drain: false, failure: CancellationError()) }
+        let hopTarget = hopTarget(of: actor)
+        let takesBatches = loop.isCurrentThread
+        let element: Element? = await withTaskCancellationHandler {
+            // `isolation: actor` makes this closure capture the actor and so run isolated to it
+            // (SE-0420). Without it the closure ran on the global pool, and its return hopped
+            // back onto the actor: a job enqueued on a loop whose shutdown had already drained.
+            await withUnsafeContinuation(isolation: actor) { continuation in
+                let waiter = State.Waiter(
+                    continuation: continuation, hopTarget: hopTarget, takesBatches: takesBatches)
+                switch state.withLock({ $0.next(waiter) }) {
+                case .deliver(let element):
+                    continuation.resume(returning: element)
+                case .suspend:
+                    break
+                case .trapSecondConsumer:
+                    preconditionFailure(
+                        "\(name): two tasks are waiting in next() on the same \(noun) of the \(loop) at once. An iterator belongs to one task; the second would silently replace the first, which would wait for ever. Give each consumer its own iterator (each iteration makes its own)."
+                    )
+                }
+            }
+        } onCancel: {
+            finish(drain: false, failure: CancellationError())
+        }
+        // Taking the hold out also orders the resumer's work before ours (see above).
+        let (held, failure) = state.withLock { ($0.held.take(), $0.failure) }
+        held?.releaseSealHold()
+        return (element, failure)
+    }
+}
+
+/// Lets a loop's end handler reach a mailbox without keeping it alive.
+private final class WeakMailbox<Buffer: MailboxBuffer>: Sendable {
+    // Written once in init, before the end handler that reads it is registered.
+    nonisolated(unsafe) weak var mailbox: Mailbox<Buffer>?
+
+    init(_ mailbox: Mailbox<Buffer>) {
+        self.mailbox = mailbox
+    }
+}
+
+/// One value: a sleep's wake-up, a mode switch's outcome.
+struct SingleValue<Element: Sendable>: MailboxBuffer {
+    private var value: Element?
+
+    init() {}
+
+    mutating func append(_ element: Element) { value = element }
+    mutating func removeFirst() -> Element? { value.take() }
+    mutating func removeAll() { value = nil }
+}
+
+/// The loop whose executor `isolation` runs on, if it is a ``LoopExecutor``: the loop a task
+/// waiting in that isolation hops onto when it is resumed.
+func hopTarget(of isolation: (any Actor)?) -> Loop? {
+    guard let isolation else { return nil }
+    return (isolation.unownedExecutor.asSerialExecutor() as? LoopExecutor)?.loop
+}
+
+extension Optional where Wrapped == Loop {
+    /// A seal hold on the wrapped loop for a waiter about to be resumed: the loop, if the hold was
+    /// taken (see above), to be released by the resumed task.
+    fileprivate func holdForResume() -> Loop? {
+        guard let loop = self, loop.holdSeal() else { return nil }
+        return loop
+    }
+}
