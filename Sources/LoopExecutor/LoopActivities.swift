@@ -74,10 +74,10 @@ extension Loop {
     ///   - activities: The activities to report.
     ///   - modes: The modes to observe; defaults to `Loop.Mode.common`.
     ///   - buffering: The buffer size and drop policy; defaults to keeping the newest 1,024.
-    /// - Important: Safe from any thread. Iterate from one task at a time (a second task waiting on the same
-    ///   iterator traps). The stream also ends (after
-    ///   the events already buffered) when the loop stops accepting work — its `LoopThread` begins
-    ///   shutting down, before the thread's executors stop, or its thread exits.
+    /// - Important: Safe from any thread. Iterate from one task at a time (a second task waiting on
+    ///   the same iterator traps). The stream also ends (after the events already buffered) when
+    ///   the loop stops accepting work — its `LoopThread` begins shutting down, before the
+    ///   thread's executors stop, or its thread exits.
     public func activities(
         _ activities: Activity = .allActivities,
         in modes: [Mode] = [.common],

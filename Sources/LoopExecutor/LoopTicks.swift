@@ -22,9 +22,8 @@ extension Loop {
     ///   - tolerance: How late a tick may be; clamped to half the interval (SPEC R43). Must not be
     ///     negative.
     ///   - modes: The modes in which the timer fires; defaults to `Loop.Mode.common`.
-    /// - Important: Safe from any thread. Iterate from one task at a time (a second task waiting on the same
-    ///   iterator traps). The sequence also ends
-    ///   when the loop stops accepting work — its `LoopThread` begins shutting down (before the
+    /// - Important: Safe from any thread. Iterate from one task at a time (a second task waiting on
+    ///   the same iterator traps). The sequence also ends when the loop stops accepting work — its `LoopThread` begins shutting down (before the
     ///   thread's executors stop, so an actor pinned to the thread runs on) or its thread exits.
     public func ticks(
         every interval: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common]
