@@ -37,7 +37,7 @@ extension Loop {
             outcome.finish(drain: true)
         }
         // The driver answers exactly once, also when its drive ends (`false`).
-        let entered = await outcome.receive(isolation: isolation).0 ?? false
+        let entered = await outcome.receive(isolation: isolation, cancellable: false).0 ?? false
         return entered
     }
 

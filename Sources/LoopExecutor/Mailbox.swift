@@ -265,36 +265,48 @@ final class Mailbox<Buffer: MailboxBuffer>: Sendable {
     }
 
     /// Waits for the next element in the caller's isolation; `nil` once the mailbox has finished,
-    /// with the failure it finished with, if any. Cancelling the task finishes the mailbox.
-    func receive(isolation actor: isolated (any Actor)?) async -> (Element?, failure: (any Error)?) {
-        if Task.isCancelled { finish(drain: false, failure: CancellationError()) }
-        let hopTarget = hopTarget(of: actor)
-        let takesBatches = loop.isCurrentThread
-        let element: Element? = await withTaskCancellationHandler {
-            // `isolation: actor` makes this closure capture the actor and so run isolated to it
-            // (SE-0420). Without it the closure ran on the global pool, and its return hopped
-            // back onto the actor: a job enqueued on a loop whose shutdown had already drained.
-            await withUnsafeContinuation(isolation: actor) { continuation in
-                let waiter = State.Waiter(
-                    continuation: continuation, hopTarget: hopTarget, takesBatches: takesBatches)
-                switch state.withLock({ $0.next(waiter) }) {
-                case .deliver(let element):
-                    continuation.resume(returning: element)
-                case .suspend:
-                    break
-                case .trapSecondConsumer:
-                    preconditionFailure(
-                        "\(name): two tasks are waiting in next() on the same \(noun) of the \(loop) at once. An iterator belongs to one task; the second would silently replace the first, which would wait for ever. Give each consumer its own iterator (each iteration makes its own)."
-                    )
-                }
+    /// with the failure it finished with, if any. Cancelling the task finishes the mailbox, unless
+    /// it is not `cancellable` (a mode switch: the driver answers exactly once, and a cancelled
+    /// task switching back must still wait for the switch).
+    func receive(
+        isolation actor: isolated (any Actor)?, cancellable: Bool = true
+    ) async -> (Element?, failure: (any Error)?) {
+        let element: Element?
+        if cancellable {
+            if Task.isCancelled { finish(drain: false, failure: CancellationError()) }
+            element = await withTaskCancellationHandler {
+                await wait(isolation: actor)
+            } onCancel: {
+                finish(drain: false, failure: CancellationError())
             }
-        } onCancel: {
-            finish(drain: false, failure: CancellationError())
+        } else {
+            element = await wait(isolation: actor)
         }
         // Taking the hold out also orders the resumer's work before ours (see above).
         let (held, failure) = state.withLock { ($0.held.take(), $0.failure) }
         held?.releaseSealHold()
         return (element, failure)
+    }
+
+    private func wait(isolation actor: isolated (any Actor)?) async -> Element? {
+        let hopTarget = hopTarget(of: actor)
+        let takesBatches = loop.isCurrentThread
+        // `isolation: actor` makes this closure capture the actor and so run isolated to it
+        // (SE-0420). Without it the closure ran on the global pool, and its return hopped back
+        // onto the actor: a job enqueued on a loop whose shutdown had already drained.
+        return await withUnsafeContinuation(isolation: actor) { continuation in
+            let waiter = State.Waiter(continuation: continuation, hopTarget: hopTarget, takesBatches: takesBatches)
+            switch state.withLock({ $0.next(waiter) }) {
+            case .deliver(let element):
+                continuation.resume(returning: element)
+            case .suspend:
+                break
+            case .trapSecondConsumer:
+                preconditionFailure(
+                    "\(name): two tasks are waiting in next() on the same \(noun) of the \(loop) at once. An iterator belongs to one task; the second would silently replace the first, which would wait for ever. Give each consumer its own iterator (each iteration makes its own)."
+                )
+            }
+        }
     }
 }
 

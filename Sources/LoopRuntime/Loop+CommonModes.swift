@@ -15,7 +15,7 @@ extension Loop {
         let (scheduled, modeName): ([LoopSource], Mode) = lock.withLock {
             guard !state.lifecycle.isEnded, state.commonModes.insert(mode).inserted else { return ([], mode) }
             let modeState = state.modeState(mode)
-            modeState.isCommon = true
+            modeState.markCommon()
             for timer in state.commonTimers.values {
                 insert(timer, into: modeState)
             }

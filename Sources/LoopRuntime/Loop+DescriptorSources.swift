@@ -180,7 +180,7 @@ extension Loop {
         for (token, flags) in ready {
             guard let source = state.descriptorSources[token], source.isWatching else { continue }
             if source.modes.contains(mode) {
-                if source.pendingEvents.isEmpty { state.readyDescriptorSources.append(source) }
+                if source.pendingEvents.isEmpty { loopThread.readyDescriptorSources.append(source) }
                 source.pendingEvents.formUnion(LoopDescriptorSource.Events(epollFlags: flags))
                 relevant = true
                 checkStillRegistered(source)
@@ -216,12 +216,12 @@ extension Loop {
     /// Step 10, second half: perform every ready descriptor source of the mode (SPEC R53, M3).
     /// Returns true if one was performed (SPEC R15).
     func performReadyDescriptorSources(_ run: RunContext) -> Bool {
-        var batch = scratch.descriptors
-        scratch.descriptors = []
+        guard !loopThread.readyDescriptorSources.isEmpty else { return false }
+        var batch = loopThread.descriptors
+        loopThread.descriptors = []
         var stale: [LoopDescriptorSource] = []
         lock.withLock {
-            guard !state.readyDescriptorSources.isEmpty else { return }
-            for source in state.readyDescriptorSources {
+            for source in loopThread.readyDescriptorSources {
                 let events = source.pendingEvents
                 source.pendingEvents = []
                 // Readiness seen in another mode's run is stale by now; the source was paused and
@@ -233,7 +233,7 @@ extension Loop {
                     stale.append(source)
                 }
             }
-            state.readyDescriptorSources.removeAll(keepingCapacity: true)
+            loopThread.readyDescriptorSources.removeAll(keepingCapacity: true)
         }
         stale.removeAll()
         var handled = false
@@ -247,11 +247,12 @@ extension Loop {
                 else { continue }
                 source.handler(source, events)
                 endCallout(restoring: previous)
+                loopThread.timePassed()
                 handled = true
             }
             batch.removeAll(keepingCapacity: true)
         }
-        scratch.descriptors = batch
+        loopThread.descriptors = batch
         return handled
     }
 }

@@ -120,5 +120,6 @@ extension Loop {
             observer.isInCallout = false
             if !observer.repeats { observer.invalidate() }  // SPEC R28
         }
+        loopThread.timePassed()
     }
 }

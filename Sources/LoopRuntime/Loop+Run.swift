@@ -38,12 +38,13 @@ extension Loop {
     ) -> RunResult {
         guard let deadline else {
             return runCall(
-                mode, deadline: LoopTime.distantFuture, zeroTimeout: false,
+                mode, now: nil, deadline: LoopTime.distantFuture, zeroTimeout: false,
                 returnAfterSourceHandled: returnAfterSourceHandled)
         }
         let nanoseconds = LoopTime.nanoseconds(of: deadline)
+        let now = waiter.now()
         return runCall(
-            mode, deadline: nanoseconds, zeroTimeout: nanoseconds <= waiter.now(),
+            mode, now: now, deadline: nanoseconds, zeroTimeout: nanoseconds <= now,
             returnAfterSourceHandled: returnAfterSourceHandled)
     }
 
@@ -62,7 +63,7 @@ extension Loop {
         let timeout = LoopTime.nanoseconds(of: timeout)
         let now = waiter.now()
         return runCall(
-            mode, deadline: timeout <= 0 ? now : LoopTime.adding(timeout, to: now),
+            mode, now: now, deadline: timeout <= 0 ? now : LoopTime.adding(timeout, to: now),
             zeroTimeout: timeout <= 0, returnAfterSourceHandled: returnAfterSourceHandled)
     }
 
@@ -76,7 +77,7 @@ extension Loop {
     public func run() {
         while true {
             switch runCall(
-                .default, deadline: LoopTime.distantFuture, zeroTimeout: false,
+                .default, now: nil, deadline: LoopTime.distantFuture, zeroTimeout: false,
                 returnAfterSourceHandled: false)
             {
             case .stopped, .finished: return
@@ -85,8 +86,9 @@ extension Loop {
         }
     }
 
-    /// One run call. `zeroTimeout`: the deadline is at or before now (SPEC R12).
-    func runCall(_ mode: Mode, deadline: Int64, zeroTimeout: Bool, returnAfterSourceHandled: Bool)
+    /// One run call. `now`: the clock read to compute the deadline, if any (the pass starts with it);
+    /// `zeroTimeout`: the deadline is at or before now (SPEC R12).
+    func runCall(_ mode: Mode, now: Int64?, deadline: Int64, zeroTimeout: Bool, returnAfterSourceHandled: Bool)
         -> RunResult
     {
         preconditionOnLoopThread("run(_:)")
@@ -106,10 +108,10 @@ extension Loop {
                 state.wakeUpPending = false
                 sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
             }
-            state.runLevels.append(RunLevelRecord(mode: modeState))
-            return (modeState, state.runLevels.count - 1)
+            return (modeState, state.pushRunLevel(modeState))
         }
         guard let (modeState, depth) = entered else { return .finished }
+        if let now { loopThread.setNow(now) } else { loopThread.timePassed() }
         let run = RunContext(
             mode: modeState, deadline: deadline, zeroTimeout: zeroTimeout,
             returnAfterSourceHandled: returnAfterSourceHandled, depth: depth)
@@ -121,7 +123,7 @@ extension Loop {
             result = runPass(run)
         }
         notifyObservers(.exit, run.mode)  // SPEC R17
-        lock.withLock { _ = state.runLevels.popLast() }
+        lock.withLock { state.popRunLevel() }
         return result.unsafelyUnwrapped
     }
 
@@ -137,40 +139,36 @@ extension Loop {
         if !poll { notifyObservers(.beforeWaiting, run.mode) }  // 7
         waitForWork(run, poll: poll)  // 8
         if !poll { notifyObservers(.afterWaiting, run.mode) }  // 9
-        fireDueTimers(run)  // 10: timers, then ready descriptor sources (SPEC M3)
+        let firedTimers = fireDueTimers(run)  // 10: timers, then ready descriptor sources (SPEC M3)
         handled = performReadyDescriptorSources(run) || handled
-        runBlocks(run)  // 11
-        return endOfPass(run, handled: handled)  // 12
+        let ranBlocks = runBlocks(run)  // 11
+        return endOfPass(run, handled: handled, ranCallouts: firedTimers || ranBlocks)  // 12
     }
 
-    /// Step 12, the end-of-pass decision in SPEC R14's precedence.
-    private func endOfPass(_ run: RunContext, handled: Bool) -> RunResult? {
+    /// Step 12, the end-of-pass decision in SPEC R14's precedence. `handled`/`ranCallouts`: a
+    /// source, job, timer or block ran after the wait, so the deadline is checked against a fresh
+    /// clock (the common empty pass reuses the reading taken after its wait).
+    private func endOfPass(_ run: RunContext, handled: Bool, ranCallouts: Bool) -> RunResult? {
         if handled && run.returnAfterSourceHandled { return .handledSource }
-        if run.zeroTimeout
-            || (run.deadline != LoopTime.distantFuture && waiter.now() >= run.deadline)
-        {
-            return .timedOut
+        if run.zeroTimeout { return .timedOut }
+        if run.deadline != LoopTime.distantFuture {
+            if handled || ranCallouts { loopThread.timePassed() }
+            if loopThread.now(waiter) >= run.deadline { return .timedOut }
         }
         return lock.withLock {
-            if state.runLevels[run.depth].stopRequested {
-                state.runLevels[run.depth].stopRequested = false
-                return .stopped
-            }
+            if state.takeStopRequest(at: run.depth) { return .stopped }
             return state.isEmpty(run.mode) ? .finished : nil
         }
     }
 
     /// Takes this level's stop request, if any (SPEC R66: the request is consumed).
     private func consumeStopRequest(_ run: RunContext) -> Bool {
-        lock.withLock {
-            let requested = state.runLevels[run.depth].stopRequested
-            state.runLevels[run.depth].stopRequested = false
-            return requested
-        }
+        guard state.mayHaveStopRequest else { return false }  // no lock when nobody asked
+        return lock.withLock { state.takeStopRequest(at: run.depth) }
     }
 
     /// Step 6's third condition: a queued block may run in this mode (SPEC M10).
     private func hasBlocks(for mode: ModeState) -> Bool {
-        lock.withLock { state.hasBlocks(for: mode) }
+        state.mayHaveBlocks && lock.withLock { state.hasBlocks(for: mode) }
     }
 }

@@ -148,10 +148,10 @@ extension Loop {
     /// Step 4: perform the signalled sources of the mode in (order, first-signal) order
     /// (SPEC R46–R49). Returns true if one was performed (SPEC R15, M8).
     func performSignalledSources(_ run: RunContext) -> Bool {
-        var batch = scratch.sources
-        scratch.sources = []
+        guard state.mayHaveSignalledSources else { return false }  // no lock when none is signalled
+        var batch = loopThread.sources
+        loopThread.sources = []
         lock.withLock {
-            guard !state.signalledSources.isEmpty else { return }
             state.signalledSources.extract(into: &batch) { source in
                 // Invalid, or not signalled any more (performed by another loop of the source, SPEC
                 // R52): taken too, and skipped below, so that the last reference to an invalidated
@@ -182,10 +182,11 @@ extension Loop {
                 source.performHandler()
                 endCallout(restoring: previous)
                 handled = true
+                loopThread.timePassed()
             }
             batch.removeAll(keepingCapacity: true)
         }
-        scratch.sources = batch
+        loopThread.sources = batch
         return handled
     }
 

@@ -193,27 +193,33 @@ extension Loop {
         }
     }
 
-    /// Step 10, first half: fire the timers of the mode that are due (SPEC R34–R39, R42).
-    func fireDueTimers(_ run: RunContext) {
-        var due = scratch.dueTimers
-        scratch.dueTimers = []
+    /// Step 10, first half: fire the timers of the mode that are due (SPEC R34–R39, R42). Returns
+    /// true if one fired.
+    func fireDueTimers(_ run: RunContext) -> Bool {
+        let now = loopThread.now(waiter)
+        // No lock when nothing is due and nothing waits to be released.
+        guard run.mode.mayHaveTimersDue(at: now) || state.timerGraveyard.mayHaveEntries else { return false }
+        var due = loopThread.dueTimers
+        loopThread.dueTimers = []
         // SPEC R35: collected first, then fired in ascending fire date, ties in add order.
         let dead: [TimerHeap.Entry] = lock.withLock {
             if !run.mode.timerHeap.isEmpty {
-                run.mode.timerHeap.popDue(asOf: waiter.now(), into: &due)
+                run.mode.timerHeap.popDue(asOf: now, into: &due)
             }
             return run.mode.timerHeap.takeGraveyard()
         }
         // Released outside the lock: a timer's last release may run user code (see TimerHeap).
         for entry in dead { TimerHeap.release(entry) }
-        if !due.isEmpty {
+        let fired = !due.isEmpty
+        if fired {
             for entry in due {
                 fire(entry, poppedFrom: run.mode)
                 TimerHeap.release(entry)
             }
             due.removeAll(keepingCapacity: true)
         }
-        scratch.dueTimers = due
+        loopThread.dueTimers = due
+        return fired
     }
 
     private func fire(_ entry: TimerHeap.Entry, poppedFrom mode: ModeState) {
@@ -239,6 +245,8 @@ extension Loop {
         }
         timer.handler(timer)
         endCallout(restoring: previous)
+        loopThread.timePassed()
+        let now = loopThread.now(waiter)  // after the callout: SPEC R37 counts from the real now
 
         lock.withLock {
             guard timer.isRepeating else {
@@ -249,7 +257,6 @@ extension Loop {
                 return
             }
             timer.isFiring = false
-            let now = waiter.now()
             let dates: (Int64, Int64)? = timer.withShared {
                 guard $0.isValid else { return nil }  // SPEC R39
                 // SPEC R38: a date set during the callout counts as now if it is in the past (R32);

@@ -29,89 +29,104 @@ extension Loop {
     /// A pass that does not block still ends "the next wait" a wake-up asked for (SPEC R68).
     @inline(__always)
     func consumeNotification() {
+        guard sleepState.load(ordering: .relaxed) == Loop.notified else { return }
         _ = sleepState.compareExchange(
             expected: Loop.notified, desired: Loop.awake, ordering: .sequentiallyConsistent)
     }
 
     /// Step 8 of a pass: wait for work, a deadline, a ready descriptor or a wake-up — or, when
-    /// polling, only look at the descriptors of the mode without blocking.
+    /// polling, only look at the descriptors of the mode without blocking. Three parts, as in
+    /// libuv's `uv_run`: may the loop block, and until when (`enterSleep`); the wait and the
+    /// sleep-state protocol (`sleep`); absorbing the wake (`leaveSleep`).
     func waitForWork(_ run: RunContext, poll: Bool) {
-        // Taken out of the scratch (not copied), so that the buffer stays uniquely referenced and
-        // resetting it keeps its capacity without allocating.
-        var events = scratch.waitEvents
-        scratch.waitEvents = WaitEvents()
+        // Taken out of the loop-thread state (not copied), so that the buffer stays uniquely
+        // referenced and resetting it keeps its capacity without allocating.
+        var events = loopThread.waitEvents
+        loopThread.waitEvents = WaitEvents()
         events.reset()
-        defer { scratch.waitEvents = events }
-        if poll {
-            consumeNotification()
-            pollDescriptors(run, into: &events)
-            return
-        }
-        let now = waiter.now()
+        defer { loopThread.waitEvents = events }
         // A notification that arrived while the loop was awake has done its job if its work is
-        // recorded: the locked check below sees that work. Clearing it first means work already
-        // consumed in this pass does not cost an empty pass later.
+        // recorded: the locked check in `enterSleep` sees that work. Clearing it first means work
+        // already consumed in this pass does not cost an empty pass later.
         consumeNotification()
-        let mayBlock: Bool = lock.withLock {
-            // SPEC M10: never sleep with work for this mode queued (it may have arrived during
-            // the observers of step 7), nor with a wake-up or stop request pending (SPEC R67,
-            // R68). Executor queues are told the loop is about to sleep in a mode they can run in
-            // before they are checked (see LoopJobQueue).
-            if state.wakeUpPending || state.runLevels[run.depth].stopRequested {
-                state.wakeUpPending = false
-                return false
-            }
-            if state.hasBlocks(for: run.mode) || state.hasSignalledSources(in: run.mode) {
-                return false
-            }
-            let deadline = min(run.deadline, run.mode.timerHeap.wakeDeadline())
-            if deadline <= now || announceSleep(in: run.mode) { return false }
-            resumeWatching(in: run.mode)
-            armLocked(deadline)
-            state.sleepingMode = run.mode
-            state.sleepingRunDeadline = run.deadline
-            return true
-        }
-        guard mayBlock else {
-            consumeNotification()
+        guard !poll, lock.withLock({ enterSleep(run) }) else {
+            if !poll { consumeNotification() }
             pollDescriptors(run, into: &events)
             return
         }
-        if sleepState.compareExchange(
-            expected: Loop.awake, desired: Loop.sleeping, ordering: .sequentiallyConsistent
-        ).exchanged {
-            while true {
-                waitingFlag.store(true, ordering: .releasing)
-                waiter.wait(blocking: true, into: &events)
-                waitingFlag.store(false, ordering: .releasing)
-                let previous = sleepState.exchange(Loop.awake, ordering: .sequentiallyConsistent)
-                let descriptorReady =
-                    !events.ready.isEmpty
-                    && lock.withLock { absorbReadiness(events.ready, in: run.mode) }
-                events.ready.removeAll(keepingCapacity: true)
-                if previous == Loop.notified || events.deadlineExpired || descriptorReady { break }
-                // Only a stale eventfd write (SPEC M4), or descriptors of other modes (now
-                // paused): sleep again, unless notified meanwhile.
-                guard
-                    sleepState.compareExchange(
-                        expected: Loop.awake, desired: Loop.sleeping,
-                        ordering: .sequentiallyConsistent
-                    ).exchanged
-                else {
-                    sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
-                    break
-                }
-            }
-        } else {
-            sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+        sleep(run, into: &events)
+        lock.withLock { leaveSleep(run) }
+        loopThread.timePassed()
+    }
+
+    /// May the loop block, and until when? `nil` if it must not: work for the mode is queued (it
+    /// may have arrived during the observers of step 7), a wake-up or stop is pending (SPEC M10,
+    /// R67, R68), or the deadline has come. Lock held; consumes a pending wake-up.
+    private func blockingDeadline(_ run: RunContext, now: Int64) -> Int64? {
+        if state.wakeUpPending || state.hasStopRequest(at: run.depth) {
+            state.wakeUpPending = false
+            return nil
         }
-        lock.withLock {
-            state.sleepingMode = nil
-            state.wakeUpPending = false  // this wait has ended: a wake-up asked for no more
-            if events.deadlineExpired { state.armedDeadline = LoopState.needsArming }
-            for queue in state.jobQueues where queue.matches(run.mode) {
-                queue.loopSleepsInMyMode.store(false, ordering: .sequentiallyConsistent)
+        if state.hasBlocks(for: run.mode) || state.hasSignalledSources(in: run.mode) { return nil }
+        let deadline = min(run.deadline, run.mode.timerHeap.wakeDeadline())
+        return deadline <= now ? nil : deadline
+    }
+
+    /// Decides to block and prepares for it: executor queues that can run in the mode are told the
+    /// loop is about to sleep before they are checked (see LoopJobQueue), paused descriptor sources
+    /// of the mode are watched again, the waiter is armed, and the sleeping mode is recorded so that
+    /// other threads can re-arm the wait (SPEC R41, M7). Lock held; false if the loop must not block.
+    private func enterSleep(_ run: RunContext) -> Bool {
+        guard let deadline = blockingDeadline(run, now: loopThread.now(waiter)),
+            !announceSleep(in: run.mode)
+        else { return false }
+        resumeWatching(in: run.mode)
+        waiter.arm(deadline)
+        state.sleepingMode = run.mode
+        state.sleepingRunDeadline = run.deadline
+        return true
+    }
+
+    /// The wait, with the sleep-state protocol: blocks until notified, the deadline, or a ready
+    /// descriptor of the mode; a stale eventfd write (SPEC M4) or descriptors of other modes (now
+    /// paused) send it back to sleep.
+    private func sleep(_ run: RunContext, into events: inout WaitEvents) {
+        guard
+            sleepState.compareExchange(
+                expected: Loop.awake, desired: Loop.sleeping, ordering: .sequentiallyConsistent
+            ).exchanged
+        else {
+            // Notified between the decision and now: do not block.
+            sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+            return
+        }
+        while true {
+            waitingFlag.store(true, ordering: .releasing)
+            waiter.wait(blocking: true, into: &events)
+            waitingFlag.store(false, ordering: .releasing)
+            let previous = sleepState.exchange(Loop.awake, ordering: .sequentiallyConsistent)
+            let descriptorReady =
+                !events.ready.isEmpty && lock.withLock { absorbReadiness(events.ready, in: run.mode) }
+            events.ready.removeAll(keepingCapacity: true)
+            if previous == Loop.notified || events.deadlineExpired || descriptorReady { return }
+            guard
+                sleepState.compareExchange(
+                    expected: Loop.awake, desired: Loop.sleeping, ordering: .sequentiallyConsistent
+                ).exchanged
+            else {
+                sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+                return
             }
+        }
+    }
+
+    /// Absorbs the wake: the wait has ended, so a wake-up asks for no more, and the executor
+    /// queues' sleep flags come down. Lock held.
+    private func leaveSleep(_ run: RunContext) {
+        state.sleepingMode = nil
+        state.wakeUpPending = false
+        for queue in state.jobQueues where queue.matches(run.mode) {
+            queue.loopSleepsInMyMode.store(false, ordering: .sequentiallyConsistent)
         }
     }
 
@@ -132,26 +147,10 @@ extension Loop {
     /// A non-blocking look at the descriptors, so that descriptor sources are serviced in passes
     /// that do not wait (SPEC M3). Free when the mode has no descriptor source.
     private func pollDescriptors(_ run: RunContext, into events: inout WaitEvents) {
-        let watched = lock.withLock { () -> Bool in
-            guard run.mode.descriptorCount > 0 else { return false }
-            resumeWatching(in: run.mode)
-            return true
-        }
-        guard watched else { return }
+        guard run.mode.mayHaveDescriptorSources else { return }  // no lock, no system call
+        lock.withLock { resumeWatching(in: run.mode) }
         waiter.wait(blocking: false, into: &events)
-        lock.withLock {
-            _ = absorbReadiness(events.ready, in: run.mode)
-            if events.deadlineExpired { state.armedDeadline = LoopState.needsArming }
-        }
-    }
-
-    /// Arms the waiter for `deadline` unless it already is. Lock held.
-    @inline(__always)
-    func armLocked(_ deadline: Int64) {
-        if state.armedDeadline != deadline {
-            state.armedDeadline = deadline
-            waiter.arm(deadline)
-        }
+        if !events.ready.isEmpty { lock.withLock { _ = absorbReadiness(events.ready, in: run.mode) } }
     }
 
     /// After another thread removed items: true if the innermost running mode has nothing left that
@@ -174,6 +173,6 @@ extension Loop {
         guard let sleeping = state.sleepingMode, modes.contains(where: { $0 === sleeping }) else {
             return
         }
-        armLocked(min(state.sleepingRunDeadline, sleeping.timerHeap.wakeDeadline()))
+        waiter.arm(min(state.sleepingRunDeadline, sleeping.timerHeap.wakeDeadline()))
     }
 }

@@ -36,7 +36,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     //   bookkeeping of bound items (`LoopTimer.modes`, …);
     // - atomics: `sleepState`, `waitingFlag` (the wake-up protocol in Loop+Wait.swift), `calloutItem`
     //   (the callout gate in Loop+Callouts.swift);
-    // - loop thread only: `scratch` (buffers reused by the pass so it does not allocate).
+    // - loop thread only: `loopThread` (the pass's buffers, clock and readiness; LoopThreadState.swift).
 
     /// The thread this loop belongs to.
     let owner: ThreadIdentity
@@ -50,7 +50,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     let waitingFlag = Atomic<Bool>(false)
     /// The item whose handler the loop thread is calling, or 0 (the callout gate, Loop+Callouts.swift).
     let calloutItem = Atomic<UInt>(0)
-    let scratch = PassScratch()
+    let loopThread = LoopThreadState()
 
     init(owner: ThreadIdentity, waiter: any LoopWaiter, isMain: Bool = false) {
         self.owner = owner
@@ -156,7 +156,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     public func stop() {
         let running = lock.withLock {
             guard !state.runLevels.isEmpty else { return false }
-            state.runLevels[state.runLevels.count - 1].stopRequested = true
+            state.requestStop(at: state.runLevels.count - 1)
             return true
         }
         if running { notifyLoop() }
@@ -183,7 +183,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     func stopRunLevel(_ depth: Int) {
         let found = lock.withLock {
             guard depth >= 1, depth <= state.runLevels.count else { return false }
-            state.runLevels[depth - 1].stopRequested = true
+            state.requestStop(at: depth - 1)
             return true
         }
         if found { notifyLoop() }
@@ -237,7 +237,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         for modeState in state.modes.values { modeState.descriptorCount = 0 }
         state.descriptorSources.removeAll()
         state.pausedDescriptorSources.removeAll()
-        state.readyDescriptorSources.removeAll()
+        loopThread.readyDescriptorSources.removeAll()
         state.commonDescriptorSources.removeAll()
         let id = ObjectIdentifier(self)
         for (source, _) in detached.cancels {
@@ -258,6 +258,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         for queue in state.jobQueues { queue.loopEnded(end) }
         detached.objects.append(contentsOf: state.jobQueues as [AnyObject])
         state.jobQueues.removeAll()
+        detached.objects.append(contentsOf: loopThread.jobQueues as [AnyObject])
+        loopThread.jobQueues.removeAll()
         state.attachments.removeAll()
         if let driver = state.driver { detached.objects.append(driver) }
         state.driver = nil

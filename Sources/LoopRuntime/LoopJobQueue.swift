@@ -186,12 +186,19 @@ extension Loop {
 
     /// Step 4, second half: run the executor jobs of the mode (SPEC N1–N3).
     func runExecutorJobs(_ run: RunContext) -> Bool {
-        let queues = lock.withLock { state.jobQueues }
+        // The list is copied under the lock only when a queue was registered or removed since.
+        let version = state.jobQueuesVersion.load(ordering: .acquiring)
+        if version != loopThread.jobQueuesVersion {
+            loopThread.jobQueues = lock.withLock { state.jobQueues }
+            loopThread.jobQueuesVersion = version
+        }
+        let queues = loopThread.jobQueues
         guard !queues.isEmpty else { return false }
         var handled = false
         for queue in queues where !queue.isRunning && queue.matches(run.mode) {
             if queue.runBatch() { handled = true }
         }
+        if handled { loopThread.timePassed() }
         return handled
     }
 }

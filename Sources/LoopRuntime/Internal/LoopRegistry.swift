@@ -35,15 +35,3 @@ enum LoopRegistry {
         return loop
     }
 }
-
-/// Buffers the pass reuses so that a steady-state pass does not allocate. Loop thread only; a
-/// nested run takes the buffer out while it works, so the outer level finds it empty and
-/// allocates its own only in that case.
-final class PassScratch {
-    @exclusivity(unchecked) var blocks: [QueuedBlock] = []
-    @exclusivity(unchecked) var sources: [LoopSource] = []
-    @exclusivity(unchecked) var dueTimers: [TimerHeap.Entry] = []
-    @exclusivity(unchecked) var descriptors: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
-    /// The wait's result buffer; the wait is never re-entered while it is in use.
-    @exclusivity(unchecked) var waitEvents = WaitEvents()
-}

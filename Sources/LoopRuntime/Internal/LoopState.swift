@@ -1,50 +1,4 @@
-/// The modes a queued block may run in (SPEC R57): `.common` (the usual case, stored without an
-/// array), one mode, or several.
-enum BlockModes {
-    case common
-    case one(Loop.Mode)
-    case several([Loop.Mode])
-
-    init(_ modes: [Loop.Mode]) {
-        if modes.count == 1 {
-            self = modes[0] == .common ? .common : .one(modes[0])
-        } else {
-            self = .several(modes)
-        }
-    }
-
-    /// The first concrete mode named, or `.default` for `.common` (for the shutdown drain).
-    var representative: Loop.Mode {
-        switch self {
-        case .common: .default
-        case .one(let mode): mode
-        case .several(let modes): modes.first { $0 != .common } ?? .default
-        }
-    }
-}
-
-/// A block queued with ``Loop/perform(inModes:_:)`` and the modes it may run in (SPEC R57).
-struct QueuedBlock {
-    let modes: BlockModes
-    let body: @Sendable () -> Void
-
-    /// True if the block may run in `mode` (SPEC R58): it names the mode, or names `.common` and
-    /// the mode is in the common set.
-    @inline(__always)
-    func matches(_ mode: ModeState) -> Bool {
-        switch modes {
-        case .common:
-            return mode.isCommon
-        case .one(let target):
-            return target == mode.mode
-        case .several(let targets):
-            for target in targets {
-                if target == mode.mode || (mode.isCommon && target == .common) { return true }
-            }
-            return false
-        }
-    }
-}
+import Synchronization
 
 /// One level of a (possibly nested) run call: what other threads may need to see of it.
 struct RunLevelRecord {
@@ -53,7 +7,11 @@ struct RunLevelRecord {
     var stopRequested = false
 }
 
-/// The loop's shared structure. Every field is guarded by the loop's lock.
+/// The loop's shared structure: what other threads may change or ask about. Every field is
+/// guarded by the loop's lock; a few have an atomic mirror, written with the lock held, that the
+/// loop thread reads without it to skip a step that has nothing to do (the pass takes the lock
+/// only when a mirror says there may be work; see ThreadingModel.md, "State ownership"). What
+/// only the loop thread touches is in `LoopThreadState`.
 ///
 /// The lock (or, for the pass's scratch buffers, the loop thread) already guarantees exclusive
 /// access, so the fields of the engine's bookkeeping objects opt out of Swift's dynamic
@@ -82,11 +40,13 @@ final class LoopState {
     @exclusivity(unchecked) var pausedDescriptorSources: [LoopDescriptorSource] = []
     /// Waits that reported a ready descriptor, counted (see `checkStillRegistered`).
     @exclusivity(unchecked) var waitsWithReadiness = 0
-    /// Descriptor sources with readiness not yet performed.
-    @exclusivity(unchecked) var readyDescriptorSources: [LoopDescriptorSource] = []
 
-    /// The executors' job queues (SPEC N1–N4).
-    @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = []
+    /// The executors' job queues (SPEC N1–N4). Each change bumps `jobQueuesVersion`, so the pass
+    /// copies the list only when it changed.
+    @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = [] {
+        didSet { jobQueuesVersion.add(1, ordering: .releasing) }
+    }
+    let jobQueuesVersion = Atomic<UInt64>(0)
     /// Called once when the loop stops accepting items (ends pending sleeps, ticks and activity
     /// streams; see Loop+Lifecycle.swift).
     @exclusivity(unchecked) var endHandlers: [UInt64: @Sendable () -> Void] = [:]
@@ -105,14 +65,58 @@ final class LoopState {
     /// lives as long as something (a pinned actor) holds it, and keeps a `LoopThread` running.
     @exclusivity(unchecked) var attachments: [[Loop.Mode]: WeakObject] = [:]
 
-    /// The FIFO of blocks not yet run (SPEC R57).
-    @exclusivity(unchecked) var blocks: [QueuedBlock] = []
+    /// The FIFO of blocks not yet run (SPEC R57); mirrored by `mayHaveBlocks`.
+    @exclusivity(unchecked) var blocks: [QueuedBlock] = [] {
+        didSet { blocksMirror.store(!blocks.isEmpty, ordering: .releasing) }
+    }
     /// Sources signalled since the loop last looked, possibly several times or already performed
-    /// elsewhere; step 4 sorts them out (SPEC R46).
-    @exclusivity(unchecked) var signalledSources: [LoopSource] = []
+    /// elsewhere; step 4 sorts them out (SPEC R46). Mirrored by `mayHaveSignalledSources`.
+    @exclusivity(unchecked) var signalledSources: [LoopSource] = [] {
+        didSet { signalledMirror.store(!signalledSources.isEmpty, ordering: .releasing) }
+    }
+    private let blocksMirror = Atomic<Bool>(false)
+    private let signalledMirror = Atomic<Bool>(false)
 
-    /// The run levels, innermost last (SPEC R18).
-    @exclusivity(unchecked) var runLevels: [RunLevelRecord] = []
+    /// Without the lock (loop thread): false only if no block is queued.
+    var mayHaveBlocks: Bool { blocksMirror.load(ordering: .acquiring) }
+    /// Without the lock (loop thread): false only if no source is waiting to be performed.
+    var mayHaveSignalledSources: Bool { signalledMirror.load(ordering: .acquiring) }
+
+    /// The run levels, innermost last (SPEC R18). Stop requests are made and taken through
+    /// `requestStop(at:)` and `takeStopRequest(at:)`, which keep `pendingStops` counting them.
+    @exclusivity(unchecked) private(set) var runLevels: [RunLevelRecord] = []
+    /// How many levels have a stop request not yet taken; the loop thread reads it without the lock.
+    private let pendingStops = Atomic<Int>(0)
+
+    /// Without the lock (loop thread): false only if no level has a stop request.
+    var mayHaveStopRequest: Bool { pendingStops.load(ordering: .acquiring) > 0 }
+
+    func pushRunLevel(_ mode: ModeState) -> Int {
+        runLevels.append(RunLevelRecord(mode: mode))
+        return runLevels.count - 1
+    }
+
+    func popRunLevel() {
+        if runLevels.removeLast().stopRequested { pendingStops.subtract(1, ordering: .releasing) }
+    }
+
+    /// Asks the run call at `depth` (0 for the outermost) to stop (SPEC R66).
+    func requestStop(at depth: Int) {
+        guard !runLevels[depth].stopRequested else { return }
+        runLevels[depth].stopRequested = true
+        pendingStops.add(1, ordering: .releasing)
+    }
+
+    /// True if the run call at `depth` was asked to stop; the request is consumed (SPEC R66).
+    func takeStopRequest(at depth: Int) -> Bool {
+        guard runLevels[depth].stopRequested else { return false }
+        runLevels[depth].stopRequested = false
+        pendingStops.subtract(1, ordering: .releasing)
+        return true
+    }
+
+    /// True if the run call at `depth` was asked to stop (the request stays).
+    func hasStopRequest(at depth: Int) -> Bool { runLevels[depth].stopRequested }
     /// `wakeUp()` was called while the loop was running: the next wait must not block (SPEC R68).
     @exclusivity(unchecked) var wakeUpPending = false
 
@@ -120,9 +124,6 @@ final class LoopState {
     /// thread that moves a timer of that mode can re-arm the wait (SPEC R41, M7).
     @exclusivity(unchecked) var sleepingMode: ModeState? = nil
     @exclusivity(unchecked) var sleepingRunDeadline = LoopTime.distantFuture
-    /// The deadline the waiter is armed with; `needsArming` after an expiration was not consumed.
-    @exclusivity(unchecked) var armedDeadline = LoopState.needsArming
-    static let needsArming = Int64.min
 
     /// open → draining → ended (Loop+Lifecycle.swift): consulted by every entry point.
     @exclusivity(unchecked) var lifecycle = LoopLifecycle.open
@@ -145,7 +146,7 @@ final class LoopState {
     func modeState(_ mode: Loop.Mode) -> ModeState {
         if let existing = existingMode(mode) { return existing }
         let created = ModeState(mode: mode, graveyard: timerGraveyard)
-        created.isCommon = commonModes.contains(mode)
+        if commonModes.contains(mode) { created.markCommon() }
         modes[mode] = created
         return created
     }
@@ -157,7 +158,7 @@ final class LoopState {
 
     /// True if a queued block may run in `mode` (SPEC R58, R60, M10).
     func hasBlocks(for mode: ModeState) -> Bool {
-        blocks.contains { $0.matches(mode) }
+        !blocks.isEmpty && blocks.contains { $0.matches(mode) }
     }
 
     /// True if a valid, signalled source of `mode` is waiting to be performed.

@@ -2,24 +2,49 @@ import Synchronization
 
 /// Everything a loop keeps for one concrete mode (SPEC R4: created on demand, never destroyed).
 ///
-/// Guarded by the owning loop's lock, except `observerActivities`, an atomic mirror that the loop
-/// thread reads without the lock to skip notifications nobody listens to.
+/// Guarded by the owning loop's lock. The atomics mirror locked fields (written with the lock
+/// held) so that the loop thread can skip, without the lock, a step that has nothing to do:
+/// notifications nobody listens to, a timer heap with nothing due, descriptors nobody watches.
 final class ModeState {
     let mode: Loop.Mode
-    /// In the loop's common set (SPEC R62).
-    @exclusivity(unchecked) var isCommon = false
+
+    /// In the loop's common set (SPEC R62). Only ever becomes true (with the loop's lock held);
+    /// read without the lock by the pass and the executors' queues.
+    var isCommon: Bool { commonFlag.load(ordering: .acquiring) }
+    private let commonFlag = Atomic<Bool>(false)
+
+    /// Adds the mode to the common set. Lock held.
+    func markCommon() {
+        commonFlag.store(true, ordering: .releasing)
+    }
 
     /// The signalled (v0) sources of this mode.
     @exclusivity(unchecked) var sources: [ObjectIdentifier: LoopSource] = [:]
 
-    /// The timers of this mode that are not firing, by fire date.
-    @exclusivity(unchecked) var timerHeap: TimerHeap
+    /// The timers of this mode that are not firing, by fire date; mirrored by `earliestEntry`.
+    @exclusivity(unchecked) var timerHeap: TimerHeap {
+        didSet { rootFireDate.store(timerHeap.entries.first?.fireDate ?? .max, ordering: .releasing) }
+    }
+    /// The fire date of the heap's root, live or stale: no timer of this mode is due before it.
+    private let rootFireDate = Atomic<Int64>(.max)
+
+    /// Without the lock (loop thread): false only if no timer of this mode is due at `now`.
+    @inline(__always)
+    func mayHaveTimersDue(at now: Int64) -> Bool {
+        rootFireDate.load(ordering: .acquiring) <= now
+    }
     /// Every timer of this mode, firing or not (a firing timer is out of the heap but still keeps
     /// the mode alive).
     @exclusivity(unchecked) var timerCount = 0
 
     /// How many descriptor sources are in this mode (SPEC R53: they keep it alive).
-    @exclusivity(unchecked) var descriptorCount = 0
+    @exclusivity(unchecked) var descriptorCount = 0 {
+        didSet { descriptorMirror.store(descriptorCount, ordering: .releasing) }
+    }
+    private let descriptorMirror = Atomic<Int>(0)
+
+    /// Without the lock (loop thread): false only if the mode has no descriptor source.
+    var mayHaveDescriptorSources: Bool { descriptorMirror.load(ordering: .acquiring) > 0 }
 
     /// The observers of this mode in notification order: ascending `order`, equal orders in
     /// insertion order (SPEC R25). Replaced, never mutated in place while a notification holds a

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A 4-ary min-heap of a mode's timer entries keyed by (fire date, sequence), so timers due at the
 /// same date fire in the order they were added (SPEC R35).
 ///
@@ -317,9 +319,15 @@ struct TimerHeap {
 
 /// Timer-heap entries dropped while the loop's lock was held, whose retains are given back after
 /// unlocking (the last release of a timer may run user code). One per loop, shared by its heaps.
-/// Guarded by the loop's lock.
+/// Guarded by the loop's lock; `mayHaveEntries` is read without it (loop thread) to skip the lock.
 final class TimerGraveyard {
-    @exclusivity(unchecked) var entries: [TimerHeap.Entry] = []
+    @exclusivity(unchecked) var entries: [TimerHeap.Entry] = [] {
+        didSet { mirror.store(!entries.isEmpty, ordering: .releasing) }
+    }
+    private let mirror = Atomic<Bool>(false)
+
+    /// Without the lock: false only if there is nothing to release.
+    var mayHaveEntries: Bool { mirror.load(ordering: .acquiring) }
 
     /// Takes every entry out (cheap when there is none).
     @inline(__always)

@@ -11,13 +11,18 @@ import Synchronization
 /// The loop arms the timerfd only when its deadline moves (SPEC M7) and writes the eventfd at most
 /// once per idle→busy transition (SPEC M2), so an idle loop makes no system call at all.
 final class EpollWaiter: LoopWaiter, @unchecked Sendable {
-    // The three descriptors are immutable after init and closed once, under `closed`'s lock, which
+    // The three descriptors are immutable after init and closed once, under `state`'s lock, which
     // `wake()` and `arm(_:)` also take, so no other thread can write to a closed (and perhaps
-    // reused) descriptor number. `events` is only touched by `wait`, on the loop thread.
+    // reused) descriptor number; the lock also guards the armed deadline. `events` is only touched
+    // by `wait`, on the loop thread.
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
-    private let closed = Locked(false)
+    private struct State {
+        var closed = false
+        var armed = ArmedDeadline()
+    }
+    private let state = Locked(State())
     private let events: UnsafeMutablePointer<epoll_event>
     private let eventCapacity: Int32 = 64
 
@@ -60,8 +65,8 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
     func now() -> Int64 { LoopTime.now() }
 
     func arm(_ deadline: Int64) {
-        closed.withLock { closed in
-            guard !closed else { return }
+        state.withLock { state in
+            guard !state.closed, state.armed.needsArming(for: deadline) else { return }
             let value = deadline == LoopTime.distantFuture ? -1 : max(deadline, 1)
             infallibleSyscall("timerfd_settime") { cloop_timerfd_arm(timerFD, value) }
         }
@@ -76,9 +81,10 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
             case Self.wakeToken:
                 // Reset the counter so the descriptor stops being readable.
                 _ = cloop_eventfd_drain(wakeFD)
-                result.woken = true
             case Self.timerToken:
-                // Not read: the loop re-arms the timerfd before its next wait, which clears it.
+                // Not read: the next arming sets the timerfd again (whatever the date), which
+                // clears it.
+                state.withLock { $0.armed.expired() }
                 result.deadlineExpired = true
             case let token:
                 result.ready.append((token, cloop_epoll_event_flags(events, index)))
@@ -101,8 +107,8 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
     private func control(_ operation: Int32, _ descriptor: Int32, _ events: UInt32, _ token: UInt64)
         throws(LoopSystemError)
     {
-        let result: Result<Void, LoopSystemError> = closed.withLock { closed in
-            guard !closed else { return .failure(LoopSystemError(call: "epoll_ctl", errno: EBADF)) }
+        let result: Result<Void, LoopSystemError> = state.withLock { state in
+            guard !state.closed else { return .failure(LoopSystemError(call: "epoll_ctl", errno: EBADF)) }
             do throws(LoopSystemError) {
                 _ = try retryingSyscall("epoll_ctl") {
                     cloop_epoll_ctl(epollFD, operation, descriptor, events, token)
@@ -116,17 +122,17 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
     }
 
     func wake() {
-        closed.withLock { closed in
-            guard !closed else { return }
+        state.withLock { state in
+            guard !state.closed else { return }
             // EAGAIN means the counter is already non-zero: the loop is being woken anyway.
             _ = cloop_eventfd_signal(wakeFD)
         }
     }
 
     func close() {
-        closed.withLock { closed in
-            guard !closed else { return }
-            closed = true
+        state.withLock { state in
+            guard !state.closed else { return }
+            state.closed = true
             _ = Glibc.close(timerFD)
             _ = Glibc.close(wakeFD)
             _ = Glibc.close(epollFD)

@@ -2,14 +2,11 @@
 struct WaitEvents {
     /// The armed deadline passed (the timerfd expired).
     var deadlineExpired = false
-    /// The wake-up descriptor was signalled (and has been reset).
-    var woken = false
     /// Registered descriptors that are ready: their token and epoll flags.
     var ready: [(token: UInt64, flags: UInt32)] = []
 
     mutating func reset() {
         deadlineExpired = false
-        woken = false
         ready.removeAll(keepingCapacity: true)
     }
 }
@@ -26,7 +23,9 @@ protocol LoopWaiter: AnyObject, Sendable {
 
     /// Arms the wake-up deadline (absolute loop time); ``LoopTime/distantFuture`` disarms it.
     /// Arming also clears an expiration that was not consumed. Called with the loop's lock held,
-    /// from any thread (another thread moves a timer of a sleeping loop this way, SPEC R41, M7).
+    /// from any thread (another thread moves a timer of a sleeping loop this way, SPEC R41, M7),
+    /// and before every blocking wait: arming the deadline already armed must cost no system call
+    /// (see ``ArmedDeadline``).
     func arm(_ deadline: Int64)
 
     /// Waits until a wake-up, the armed deadline, or (later) a ready descriptor; does not block
@@ -48,4 +47,25 @@ protocol LoopWaiter: AnyObject, Sendable {
 
     /// Releases the waiter's resources. Called once, by the loop, when it is torn down.
     func close()
+}
+
+/// The deadline a waiter's timer is armed with, so that arming it again is free: an idle loop that
+/// blocks again and again for the same deadline makes no system call (SPEC M7). Every backend
+/// keeps one (epoll's timerfd here; a kqueue `EVFILT_TIMER` would the same way).
+struct ArmedDeadline {
+    /// Nothing armed that is known to be pending.
+    private static let unknown = Int64.min
+    private var armed = ArmedDeadline.unknown
+
+    /// True if the timer must be set for `deadline` (and records it as armed).
+    mutating func needsArming(for deadline: Int64) -> Bool {
+        guard armed != deadline else { return false }
+        armed = deadline
+        return true
+    }
+
+    /// The timer expired (its expiration was consumed): the next arming sets it whatever the date.
+    mutating func expired() {
+        armed = ArmedDeadline.unknown
+    }
 }

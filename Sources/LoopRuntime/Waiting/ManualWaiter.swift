@@ -126,7 +126,6 @@ final class ManualWaiter: LoopWaiter, Sendable {
         precondition(
             outcome.woken || outcome.expired,
             "ManualWaiter: the loop would sleep forever (no wake-up pending, no deadline armed)")
-        events.woken = outcome.woken
         events.deadlineExpired = outcome.expired
     }
 

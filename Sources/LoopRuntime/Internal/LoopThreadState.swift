@@ -1,0 +1,65 @@
+/// What only the loop's own thread touches: no lock, ever (see "State ownership" in
+/// ThreadingModel.md). Other threads reach the loop through its shared state, under the lock, and
+/// the one wake rule (Loop+Wait.swift).
+///
+/// Everything here is read and written by the pass, its wait, and the teardown (which runs on the
+/// loop's thread at thread exit, or in `deinit` when no thread uses the loop any more).
+final class LoopThreadState {
+    // MARK: Buffers the pass reuses, so that a steady-state pass does not allocate
+
+    // A nested run takes a buffer out while it works, so the outer level finds it empty and
+    // allocates its own only in that case.
+    @exclusivity(unchecked) var blocks: [QueuedBlock] = []
+    @exclusivity(unchecked) var sources: [LoopSource] = []
+    @exclusivity(unchecked) var dueTimers: [TimerHeap.Entry] = []
+    @exclusivity(unchecked) var descriptors: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
+    /// The wait's result buffer; the wait is never re-entered while it is in use.
+    @exclusivity(unchecked) var waitEvents = WaitEvents()
+
+    // MARK: The pass's clock
+
+    /// The loop time last read. The pass reads the clock once — at the run call's entry, or after a
+    /// wait that blocked, or after a callout made it stale — and every step in between uses this:
+    /// a value a little in the past only ever makes a timer fire later, never early (SPEC R34).
+    @exclusivity(unchecked) private var lastNow: Int64 = 0
+    /// A callout ran, or the loop blocked, since `lastNow` was read.
+    @exclusivity(unchecked) private var clockIsStale = true
+
+    /// The current loop time, read from `waiter` only if a callout or a wait made the last reading
+    /// stale.
+    @inline(__always)
+    func now(_ waiter: any LoopWaiter) -> Int64 {
+        if clockIsStale {
+            lastNow = waiter.now()
+            clockIsStale = false
+        }
+        return lastNow
+    }
+
+    /// Records a reading of the clock made by the caller (a run call's entry).
+    @inline(__always)
+    func setNow(_ now: Int64) {
+        lastNow = now
+        clockIsStale = false
+    }
+
+    /// A callout ran or the loop blocked: the next `now` reads the clock.
+    @inline(__always)
+    func timePassed() {
+        clockIsStale = true
+    }
+
+    // MARK: Descriptor readiness
+
+    /// Descriptor sources with readiness not yet performed (their `pendingEvents`, which other
+    /// threads clear when they remove the source, are read under the lock).
+    @exclusivity(unchecked) var readyDescriptorSources: [LoopDescriptorSource] = []
+
+    // MARK: The executors' job queues
+
+    /// The loop's job queues as of `jobQueuesVersion` (refreshed under the lock only when the
+    /// version moved: queues are registered once per executor, and a pass must not take the lock
+    /// to find them).
+    @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = []
+    @exclusivity(unchecked) var jobQueuesVersion: UInt64 = 0
+}
