@@ -49,21 +49,19 @@ extension Loop {
     }
 
     private func enqueue(_ queued: QueuedBlock, naming modes: [Mode], onlyIfOpen: Bool = false) -> Bool {
-        let (accepted, wake) = lock.withLock { () -> (Bool, Bool) in
+        change { change in
             guard onlyIfOpen ? state.lifecycle.acceptsItems : state.lifecycle.acceptsWork else {
-                return (false, false)
+                return false
             }
             for mode in modes where mode != .common {
                 _ = state.modeState(mode)  // SPEC R4: a block naming a mode creates it.
             }
             state.blocks.append(queued)
-            // Wake the loop only if it is running a mode the block can run in; a run of another
+            // Wakes the loop only if it is running a mode the block can run in; a run of another
             // mode finds the block when it starts (SPEC R10, R58).
-            guard let running = state.innermostMode else { return (true, false) }
-            return (true, queued.matches(running))
+            change.queued(.blocks(queued.modes))
+            return true
         }
-        if wake { notifyLoop() }
-        return accepted
     }
 
     /// A block step (SPEC R19 steps 3, 5, 11): runs, in FIFO order, the queued blocks that match

@@ -11,8 +11,7 @@ extension Loop {
         precondition(
             mode != .common,
             "Loop.addCommonMode(_:) was given .common on the \(self): the common set holds concrete modes.")
-        var wake = false
-        let (scheduled, modeName): ([LoopSource], Mode) = lock.withLock {
+        let (scheduled, modeName): ([LoopSource], Mode) = change { change in
             guard !state.lifecycle.isEnded, state.commonModes.insert(mode).inserted else { return ([], mode) }
             let modeState = state.modeState(mode)
             modeState.markCommon()
@@ -39,14 +38,13 @@ extension Loop {
                 modeState.sources[ObjectIdentifier(source)] = source
                 scheduled.append(source)
             }
-            rearmIfSleeping(in: [modeState])
+            change.movedTimers(in: modeState)
             // Blocks and executor jobs queued for `.common` can run in `mode` now: a loop running it
             // must look again (it may be asleep, and its executor queues' sleep flags were raised
             // for the modes it could run before).
-            wake = state.innermostMode === modeState
+            change.queued(.mode(modeState))
             return (scheduled, mode)
         }
-        if wake { notifyLoop() }
         for source in scheduled {
             source.scheduleHandler?(self, modeName)
         }

@@ -60,11 +60,11 @@ extension Loop {
     ///
     /// - Important: Safe from any thread.
     public func remove(_ source: LoopDescriptorSource, forMode mode: Mode) {
-        let wake: Bool = lock.withLock {
-            guard isBound(source) else { return false }
+        change { change in
+            guard isBound(source) else { return }
             if mode == .common {
                 guard state.commonDescriptorSources.removeValue(forKey: ObjectIdentifier(source)) != nil
-                else { return false }
+                else { return }
                 source.isCommonItem = false
             }
             for modeState in state.concreteModes(mode) where source.modes.contains(modeState) {
@@ -72,9 +72,8 @@ extension Loop {
                 modeState.descriptorCount -= 1
             }
             if source.modes.isEmpty && source.token != 0 { deregister(source) }
-            return runningModeBecameEmpty()
+            change.removedItemsFromModes()  // SPEC M7: a sleeping run left empty returns at once
         }
-        if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
     }
 
     /// True if `source` is in `mode` (for ``Mode/common``: recorded as a common item).
@@ -143,7 +142,7 @@ extension Loop {
 
     /// Invalidation: leave every mode and stop watching.
     func detach(_ source: LoopDescriptorSource) {
-        let wake: Bool = lock.withLock {
+        change { change in
             for modeState in source.modes { modeState.descriptorCount -= 1 }
             source.modes.removeAll()
             if source.isCommonItem {
@@ -151,9 +150,8 @@ extension Loop {
                 state.commonDescriptorSources.removeValue(forKey: ObjectIdentifier(source))
             }
             if source.token != 0 { deregister(source) }
-            return runningModeBecameEmpty()
+            change.removedItemsFromModes()  // SPEC M7
         }
-        if wake { notifyLoop() }  // SPEC M7
     }
 
     /// Before a wait in `mode`: watch again the sources of `mode` that were paused (re-added to the

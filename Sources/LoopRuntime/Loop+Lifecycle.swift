@@ -275,12 +275,13 @@ extension Loop {
     /// - Important: Safe from any thread.
     @_spi(LoopExecutorSupport)
     public func releaseSealHold() {
-        let wake: Bool = lock.withLock {
-            precondition(state.sealHolds > 0, "Loop.releaseSealHold(): no hold was taken on the \(self).")
+        let released: Bool = change { change in
+            guard state.sealHolds > 0 else { return false }
             state.sealHolds -= 1
-            return state.sealHolds == 0 && !state.lifecycle.acceptsItems
+            if state.sealHolds == 0 && !state.lifecycle.acceptsItems { change.mustLookAgain() }
+            return true
         }
-        if wake { notifyLoop() }
+        precondition(released, "Loop.releaseSealHold(): no hold was taken on the \(self).")
     }
 
     /// False once the loop stopped accepting new items (a `LoopThread` shutting down or ended).

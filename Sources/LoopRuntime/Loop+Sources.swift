@@ -22,7 +22,7 @@ extension Loop {
     @discardableResult
     func add(_ source: LoopSource, forMode mode: Mode, whileDraining: Bool) -> Bool {
         let id = ObjectIdentifier(source)
-        let entered: [Mode]? = lock.withLock {
+        let entered: [Mode]? = change { change in
             guard whileDraining ? state.lifecycle.acceptsWork : state.lifecycle.acceptsItems else {
                 return nil
             }
@@ -38,15 +38,15 @@ extension Loop {
                 return []
             }
             for modeState in added { modeState.sources[id] = source }
-            if source.isSignalled { queueSignalled(source) }
+            if source.isSignalled {
+                queueSignalled(source)
+                change.queued(.source(id))
+            }
             return added.map(\.mode)
         }
         guard let entered else { return false }
         for mode in entered {
             source.scheduleHandler?(self, mode)
-        }
-        if source.isSignalled, lock.withLock({ state.innermostMode?.sources[id] != nil }) {
-            notifyLoop()
         }
         return true
     }
@@ -57,8 +57,7 @@ extension Loop {
     /// - Important: Safe from any thread; `cancel` runs on the calling thread.
     public func remove(_ source: LoopSource, forMode mode: Mode) {
         let id = ObjectIdentifier(source)
-        var wake = false
-        let left: [Mode] = lock.withLock {
+        let left: [Mode] = change { change in
             if mode == .common {
                 guard state.commonSources.removeValue(forKey: id) != nil else { return [] }
             }
@@ -68,10 +67,9 @@ extension Loop {
                 left.append(modeState.mode)
             }
             _ = register(source, modeCount: -left.count)
-            if runningModeBecameEmpty() { wake = true }
+            change.removedItemsFromModes()  // SPEC M7: a sleeping run left empty returns at once
             return left
         }
-        if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
         for mode in left {
             source.cancelHandler?(self, mode)
         }
@@ -110,18 +108,16 @@ extension Loop {
     func detach(_ source: LoopSource) {
         let id = ObjectIdentifier(source)
         let loopID = ObjectIdentifier(self)
-        var wake = false
-        let left: [Mode] = lock.withLock {
+        let left: [Mode] = change { change in
             var left: [Mode] = []
             for modeState in state.modes.values where modeState.sources.removeValue(forKey: id) != nil {
                 left.append(modeState.mode)
             }
             state.commonSources.removeValue(forKey: id)
             source.withRegistrations { _ = $0.removeValue(forKey: loopID) }
-            if runningModeBecameEmpty() { wake = true }
+            change.removedItemsFromModes()  // SPEC M7
             return left
         }
-        if wake { notifyLoop() }  // SPEC M7
         for mode in left {
             source.cancelHandler?(self, mode)
         }
@@ -130,12 +126,11 @@ extension Loop {
     /// Called by `LoopSource.signal()` for each loop the source is in (SPEC R45, M2).
     func sourceWasSignalled(_ source: LoopSource) {
         let id = ObjectIdentifier(source)
-        let wake = lock.withLock {
-            guard state.lifecycle.acceptsWork else { return false }
+        change { change in
+            guard state.lifecycle.acceptsWork else { return }
             queueSignalled(source)
-            return state.innermostMode?.sources[id] != nil
+            change.queued(.source(id))
         }
-        if wake { notifyLoop() }
     }
 
     /// Lock held. Each source is listed at most once, however often it is signalled.

@@ -10,7 +10,7 @@ extension Loop {
     /// - Important: Safe from any thread.
     /// - Complexity: O(log n) in the number of timers of each mode.
     public func add(_ timer: LoopTimer, forMode mode: Mode) {
-        let refused: Bool = lock.withLock {
+        let refused: Bool = change { change in
             // A loop that is shutting down or has ended would never fire it: refused, and the timer
             // is invalidated below so that `isValid` tells the truth.
             guard state.lifecycle.acceptsItems else { return true }
@@ -21,13 +21,12 @@ extension Loop {
                 timer.isCommonItem = true
             }
             if mode == .common {
-                let modes = state.concreteModes(mode)
-                for modeState in modes { insert(timer, into: modeState) }
-                rearmIfSleeping(in: modes)
+                for modeState in state.concreteModes(mode) { insert(timer, into: modeState) }
+                change.movedTimersSomewhere()
             } else {
                 let modeState = state.modeState(mode)
                 insert(timer, into: modeState)
-                if state.sleepingMode === modeState { rearmIfSleeping(in: CollectionOfOne(modeState)) }
+                change.movedTimers(in: modeState)
             }
             return false
         }
@@ -42,21 +41,19 @@ extension Loop {
     /// - Important: Safe from any thread.
     /// - Complexity: O(log n) in the number of timers of each mode.
     public func remove(_ timer: LoopTimer, forMode mode: Mode) {
-        let wake: Bool = lock.withLock {
-            guard isBound(timer) else { return false }
+        change { change in
+            guard isBound(timer) else { return }
             if mode == .common {
                 guard state.commonTimers.removeValue(forKey: ObjectIdentifier(timer)) != nil
-                else { return false }
+                else { return }
                 timer.isCommonItem = false
             }
-            let modes = state.concreteModes(mode)
-            for modeState in modes {
+            for modeState in state.concreteModes(mode) {
                 removeMembership(of: timer, from: modeState)
             }
-            rearmIfSleeping(in: modes)
-            return runningModeBecameEmpty()
+            change.movedTimersSomewhere()
+            change.removedItemsFromModes()  // SPEC M7: a sleeping run left empty returns at once
         }
-        if wake { notifyLoop() }  // SPEC M7: the sleeping run returns `finished` at once
     }
 
     /// True if `timer` is in `mode` (for ``Mode/common``: recorded as a common item).
@@ -154,9 +151,9 @@ extension Loop {
         }
     }
 
-    /// Removes the timer from every mode; re-arms a wait that was for it (SPEC M7). Lock held.
-    private func detachLocked(_ timer: LoopTimer) {
-        let wasInSleepingMode = state.sleepingMode.map(timer.modes.contains) ?? false
+    /// Removes the timer from every mode (a wait that was for it is re-armed, SPEC M7). Lock held.
+    private func detachLocked(_ timer: LoopTimer, _ change: inout LoopChange) {
+        change.movedTimers(in: timer.modes)
         retireEntries(of: timer)
         for modeState in timer.modes { modeState.timerCount -= 1 }
         timer.modes.removeAll()
@@ -164,32 +161,30 @@ extension Loop {
             timer.isCommonItem = false
             state.commonTimers.removeValue(forKey: ObjectIdentifier(timer))
         }
-        if wasInSleepingMode, let sleeping = state.sleepingMode { rearmIfSleeping(in: [sleeping]) }
     }
 
     /// Invalidation: leave every mode (SPEC R39), re-arm a wait that was for this timer, and wake a
     /// loop whose sleeping mode it was the last to keep alive (SPEC M7).
     func detach(_ timer: LoopTimer) {
-        let wake: Bool = lock.withLock {
-            detachLocked(timer)
-            return runningModeBecameEmpty()
+        change { change in
+            detachLocked(timer, &change)
+            change.removedItemsFromModes()
         }
-        if wake { notifyLoop() }
     }
 
     /// Applies a change to a bound timer's schedule and repositions it in all its modes
     /// (SPEC R40). Called by `LoopTimer` from any thread.
-    func reschedule(_ timer: LoopTimer, _ change: (inout LoopTimer.Shared) -> Void) {
-        lock.withLock {
+    func reschedule(_ timer: LoopTimer, _ update: (inout LoopTimer.Shared) -> Void) {
+        change { change in
             let dates: (Int64, Int64)? = timer.withShared {
                 guard $0.isValid else { return nil }
-                change(&$0)
+                update(&$0)
                 return ($0.fireDate, $0.tolerance)
             }
             guard let (fireDate, tolerance) = dates, !timer.isFiring else { return }
             retireEntries(of: timer)
             pushEntries(of: timer, fireDate: fireDate, tolerance: tolerance)
-            rearmIfSleeping(in: timer.modes)
+            change.movedTimers(in: timer.modes)
         }
     }
 
@@ -246,13 +241,14 @@ extension Loop {
         timer.handler(timer)
         endCallout(restoring: previous)
         loopThread.timePassed()
-        let now = loopThread.now(waiter)  // after the callout: SPEC R37 counts from the real now
+        // After the callout: SPEC R37 counts from the real now.
+        let now = timer.isRepeating ? loopThread.now(waiter) : 0
 
-        lock.withLock {
+        change { change in
             guard timer.isRepeating else {
                 // SPEC R36: a one-shot timer is invalidated right after its callout returns.
                 timer.withShared { $0.isValid = false }
-                detachLocked(timer)
+                detachLocked(timer, &change)
                 timer.isFiring = false
                 return
             }

@@ -152,27 +152,4 @@ extension Loop {
         waiter.wait(blocking: false, into: &events)
         if !events.ready.isEmpty { lock.withLock { _ = absorbReadiness(events.ready, in: run.mode) } }
     }
-
-    /// After another thread removed items: true if the innermost running mode has nothing left that
-    /// keeps it alive (observers do not count, SPEC R30). The loop's next (or current) wait then
-    /// does not block, so that the run returns `finished` at once instead of sleeping until its
-    /// deadline or forever (SPEC M7, R10, R14); the caller notifies it after unlocking. (A removal
-    /// on the loop's own thread, from a callout, leaves the pass alone: emptiness is decided at the
-    /// end of the pass, SPEC R14.) Lock held.
-    func runningModeBecameEmpty() -> Bool {
-        guard let running = state.innermostMode, running.hasNoSourcesOrTimers, !owner.isCurrent else {
-            return false
-        }
-        state.wakeUpPending = true
-        return true
-    }
-
-    /// After a timer of `modes` changed from outside the loop's thread: if the loop is blocked in
-    /// one of those modes, re-arm its wait for the new earliest deadline (SPEC R41, M7). Lock held.
-    func rearmIfSleeping<S: Sequence<ModeState>>(in modes: S) {
-        guard let sleeping = state.sleepingMode, modes.contains(where: { $0 === sleeping }) else {
-            return
-        }
-        waiter.arm(min(state.sleepingRunDeadline, sleeping.timerHeap.wakeDeadline()))
-    }
 }

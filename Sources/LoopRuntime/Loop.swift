@@ -154,12 +154,11 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     ///
     /// - Important: Safe from any thread.
     public func stop() {
-        let running = lock.withLock {
-            guard !state.runLevels.isEmpty else { return false }
+        change { change in
+            guard !state.runLevels.isEmpty else { return }
             state.requestStop(at: state.runLevels.count - 1)
-            return true
+            change.mustLookAgain()
         }
-        if running { notifyLoop() }
     }
 
     /// Ends the current or next wait of the running loop (SPEC R68).
@@ -170,23 +169,21 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     ///
     /// - Important: Safe from any thread.
     public func wakeUp() {
-        let running = lock.withLock {
-            guard !state.runLevels.isEmpty else { return false }
+        change { change in
+            guard !state.runLevels.isEmpty else { return }
             state.wakeUpPending = true
-            return true
+            change.mustLookAgain()
         }
-        if running { notifyLoop() }
     }
 
     /// Stops the run call at `depth` (1 for the outermost), not necessarily the innermost one: a
     /// ``LoopDriver`` stops its own run this way, leaving nested runs alone.
     func stopRunLevel(_ depth: Int) {
-        let found = lock.withLock {
-            guard depth >= 1, depth <= state.runLevels.count else { return false }
+        change { change in
+            guard depth >= 1, depth <= state.runLevels.count else { return }
             state.requestStop(at: depth - 1)
-            return true
+            change.mustLookAgain()
         }
-        if found { notifyLoop() }
     }
 
     // MARK: - Preconditions

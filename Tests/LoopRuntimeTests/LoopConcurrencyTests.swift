@@ -34,6 +34,60 @@ struct LoopConcurrencyTests {
         #expect(waiter.wakeCalls == 2)  // the burst, then the final stop: one each
     }
 
+    @Test(
+        "M2, R41 one wake rule: a change wakes a sleeping loop only if it can run in the mode it sleeps in; a moved timer re-arms without waking"
+    )
+    func oneWakeRule() {
+        let (loop, waiter) = makeManualLoop()
+        loop.add(keepAliveSource(), forMode: .default)
+        let here = LoopSource {}
+        let elsewhere = LoopSource {}
+        loop.add(here, forMode: .default)
+        loop.add(elsewhere, forMode: "other")
+        // Each change is made while the loop sleeps in `.default`, one change per wait.
+        let changes: [(String, wakes: Bool, @Sendable () -> Void)] = [
+            ("block for another mode", false, { loop.perform(inModes: ["other"]) {} }),
+            ("block for the mode", true, { loop.perform(inModes: [.default]) {} }),
+            ("block for .common", true, { loop.perform {} }),
+            ("source of another mode signalled", false, { elsewhere.signal() }),
+            ("source of the mode signalled", true, { here.signal() }),
+            (
+                "timer added to another mode", false,
+                {
+                    loop.add(LoopTimer(fireAt: loop.now + .seconds(1)) { _ in }, forMode: "other")
+                }
+            ),
+            (
+                "timer added to the mode", false,
+                {
+                    loop.add(LoopTimer(fireAt: loop.now + .seconds(5)) { _ in }, forMode: .default)
+                }
+            ),
+        ]
+        let waits = Counter()
+        let observed = Locked<[String]>([])
+        let armed = Locked<[Int64]>([])
+        waiter.duringWait.withLock {
+            $0 = { waiter in
+                let index = waits.increment() - 1
+                guard index < changes.count else { return loop.stop() }
+                let (name, _, makeChange) = changes[index]
+                let before = waiter.wakeCalls
+                makeChange()
+                observed.withLock { $0.append("\(name): \(waiter.wakeCalls > before ? "woke" : "slept on")") }
+                armed.withLock { $0.append(waiter.armedDeadline) }
+                loop.wakeUp()  // end this wait, so the next change meets the next one
+            }
+        }
+        #expect(loop.run(.default) == .stopped)
+        let expected = changes.map { "\($0.0): \($0.wakes ? "woke" : "slept on")" }
+        #expect(observed.withLock { $0 } == expected)
+        // The timer of the mode re-armed the sleeping wait for its date; the other mode's did not.
+        let deadlines = armed.withLock { $0 }
+        #expect(deadlines[5] == LoopTime.distantFuture)
+        #expect(deadlines[6] != LoopTime.distantFuture)
+    }
+
     @Test("M2 no wake-up is written while the loop is awake")
     func noWakeWhileAwake() {
         let (loop, waiter) = makeManualLoop()

@@ -13,6 +13,23 @@ enum BlockModes {
         }
     }
 
+    /// True if a block of these modes may run in `mode` (SPEC R58): it names the mode, or names
+    /// `.common` and the mode is in the common set.
+    @inline(__always)
+    func matches(_ mode: ModeState) -> Bool {
+        switch self {
+        case .common:
+            return mode.isCommon
+        case .one(let target):
+            return target == mode.mode
+        case .several(let targets):
+            for target in targets {
+                if target == mode.mode || (mode.isCommon && target == .common) { return true }
+            }
+            return false
+        }
+    }
+
     /// The first concrete mode named, or `.default` for `.common` (for the shutdown drain).
     var representative: Loop.Mode {
         switch self {
@@ -28,20 +45,9 @@ struct QueuedBlock {
     let modes: BlockModes
     let body: @Sendable () -> Void
 
-    /// True if the block may run in `mode` (SPEC R58): it names the mode, or names `.common` and
-    /// the mode is in the common set.
+    /// True if the block may run in `mode` (SPEC R58): see ``BlockModes/matches(_:)``.
     @inline(__always)
     func matches(_ mode: ModeState) -> Bool {
-        switch modes {
-        case .common:
-            return mode.isCommon
-        case .one(let target):
-            return target == mode.mode
-        case .several(let targets):
-            for target in targets {
-                if target == mode.mode || (mode.isCommon && target == .common) { return true }
-            }
-            return false
-        }
+        modes.matches(mode)
     }
 }
