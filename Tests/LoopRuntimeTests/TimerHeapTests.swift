@@ -100,4 +100,52 @@ struct TimerHeapTests {
         #expect(heap.liveCount == 40)
         heap.removeAll().forEach(TimerHeap.release)
     }
+
+    @Test("Random pushes, moves, invalidations and pops keep every heap invariant, and give every retain back")
+    func randomMutationsKeepInvariants() {
+        var generator = SystemRandomNumberGenerator()
+        var heap = TimerHeap()
+        let timers = (0..<200).map { _ in timer() }
+        var live: [Int: TimerHeap.Entry] = [:]  // the model: each timer's live entry
+        var sequence: UInt64 = 0
+        for step in 0..<5_000 {
+            let index = Int.random(in: 0..<timers.count, using: &generator)
+            let item = timers[index]
+            switch Int.random(in: 0..<4, using: &generator) {
+            case 0, 1:  // push, or move: the old entry goes stale, a new one is pushed
+                if live[index] != nil {
+                    item.generation &+= 1
+                    heap.noteStale()
+                }
+                sequence += 1
+                let fresh = entry(item, Int64.random(in: 0..<10_000, using: &generator), sequence: sequence)
+                heap.push(fresh)
+                live[index] = fresh
+            case 2:  // invalidate
+                if live.removeValue(forKey: index) != nil {
+                    item.generation &+= 1
+                    heap.noteStale()
+                }
+            default:  // pop what is due at a random time, as a pass does
+                var due: [TimerHeap.Entry] = []
+                heap.popDue(asOf: Int64.random(in: 0..<2_000, using: &generator), into: &due)
+                for popped in due {
+                    let owner = live.first { $0.value.timer === popped.timer }
+                    #expect(owner?.value.sequence == popped.sequence, "step \(step): popped a stale entry")
+                    if let owner { live.removeValue(forKey: owner.key) }
+                    TimerHeap.release(popped)
+                }
+            }
+            heap.checkInvariants()
+            #expect(heap.liveCount == live.count, "step \(step)")
+        }
+        heap.removeAll().forEach(TimerHeap.release)
+        for entry in heap.takeGraveyard() { TimerHeap.release(entry) }
+        // Every retain the heap took is given back: each timer has the retain count of one that
+        // never met a heap.
+        let untouched = [timer()]
+        let baseline = untouched.map { _getRetainCount($0) }[0]
+        let counts = timers.map { _getRetainCount($0) }
+        #expect(counts.allSatisfy { $0 == baseline }, "retain counts \(Set(counts)), baseline \(baseline)")
+    }
 }

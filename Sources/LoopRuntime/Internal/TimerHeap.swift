@@ -258,6 +258,40 @@ struct TimerHeap {
         }
     }
 
+    // MARK: - Invariants
+
+    /// Traps, naming the broken rule, unless the heap is consistent: every entry precedes none of
+    /// its ancestors (4-ary heap order on (fire date, sequence)); `staleCount` is exactly the
+    /// number of stale entries; a timer has at most one live entry here; and every entry (in the
+    /// heap or its graveyard) still holds a live timer — its retain keeps it alive. O(n); for
+    /// tests, after each mutation (swift-collections checks its `Heap` the same way).
+    func checkInvariants() {
+        var stale = 0
+        var live = Set<ObjectIdentifier>()
+        for (index, entry) in entries.enumerated() {
+            if index > 0 {
+                let parent = entries[(index - 1) / 4]
+                precondition(
+                    !Self.precedes(entry, parent),
+                    "TimerHeap: entry \(index) (date \(entry.fireDate), sequence \(entry.sequence)) precedes its parent (date \(parent.fireDate), sequence \(parent.sequence))"
+                )
+            }
+            if entry.isLive {
+                precondition(
+                    live.insert(ObjectIdentifier(entry.timer)).inserted,
+                    "TimerHeap: timer with sequence \(entry.sequence) has two live entries in one heap")
+            } else {
+                stale += 1
+            }
+        }
+        precondition(stale == staleCount, "TimerHeap: \(stale) stale entries, but staleCount is \(staleCount)")
+        for entry in entries + graveyard.entries {
+            // An entry's own retain: the timer is alive (reading its generation would crash
+            // otherwise, under the address sanitizer at least).
+            _ = entry.timer.generation
+        }
+    }
+
     // MARK: - Heap mechanics (on buffers: bitwise moves, no reference counting)
 
     @inline(__always)
