@@ -24,4 +24,4 @@ for _ in 0..<5 { ticks.wait() }
 // Stopping cleanly: invalidate the timer (safe from any thread), then shut the thread down.
 timer.invalidate()
 worker.shutdown()
-print("timer valid: \(timer.isValid), worker running: \(worker.isRunning)")
+print("timer valid: \(timer.isValid), worker running: \(worker.isOpen)")

@@ -48,7 +48,7 @@ try server.perform(waitUntilDone: true) {
 }
 
 server.shutdown()
-print("served \(served.value) requests, \(replies.value) replies; the thread has ended: \(!server.isRunning)")
+print("served \(served.value) requests, \(replies.value) replies; the thread has ended: \(!server.isOpen)")
 do {
     try server.perform {}
 } catch {

@@ -139,7 +139,7 @@ public struct LoopActivities: AsyncSequence, Sendable {
             guard requested.contains(activity) else {
                 return mailbox.send(nil, isBatchPoint: isBatchPoint)
             }
-            let (mode, depth) = loop.runLevel
+            let (mode, depth) = loop.innermostRun
             let event = LoopActivityEvent(
                 activity: activity, mode: mode ?? .default, time: .now, depth: depth, dropped: 0)
             mailbox.send(event, isBatchPoint: isBatchPoint)

@@ -37,7 +37,7 @@ extension Loop {
             let added = state.concreteModes(mode).filter { !source.modes.contains($0) }
             if source.token == 0 && !added.isEmpty {
                 do throws(LoopSystemError) {
-                    try register(source)
+                    try watch(source)
                 } catch {
                     if mode == .common { state.commonDescriptorSources.removeValue(forKey: id) }
                     return .failure(error)
@@ -71,7 +71,7 @@ extension Loop {
                 source.modes.remove(modeState)
                 modeState.descriptorCount -= 1
             }
-            if source.modes.isEmpty && source.token != 0 { deregister(source) }
+            if source.modes.isEmpty && source.token != 0 { unwatch(source) }
             change.removedItemsFromModes()  // SPEC M7: a sleeping run left empty returns at once
         }
     }
@@ -93,7 +93,7 @@ extension Loop {
     // MARK: - Internals
 
     /// Starts watching the source's descriptor. Lock held.
-    private func register(_ source: LoopDescriptorSource) throws(LoopSystemError) {
+    private func watch(_ source: LoopDescriptorSource) throws(LoopSystemError) {
         let token = state.nextDescriptorToken
         do {
             try waiter.register(source.descriptor, events: source.events.epollFlags, token: token)
@@ -111,7 +111,7 @@ extension Loop {
     }
 
     /// Stops watching the source's descriptor. Lock held.
-    private func deregister(_ source: LoopDescriptorSource) {
+    private func unwatch(_ source: LoopDescriptorSource) {
         if source.isWatching {  // a paused source is not in the epoll set any more
             checkedControl(source, "remove") { () throws(LoopSystemError) in
                 try waiter.deregister(source.descriptor)
@@ -141,7 +141,7 @@ extension Loop {
     }
 
     /// Invalidation: leave every mode and stop watching.
-    func detach(_ source: LoopDescriptorSource) {
+    func removeInvalidated(_ source: LoopDescriptorSource) {
         change { change in
             for modeState in source.modes { modeState.descriptorCount -= 1 }
             source.modes.removeAll()
@@ -149,7 +149,7 @@ extension Loop {
                 source.isCommonItem = false
                 state.commonDescriptorSources.removeValue(forKey: ObjectIdentifier(source))
             }
-            if source.token != 0 { deregister(source) }
+            if source.token != 0 { unwatch(source) }
             change.removedItemsFromModes()  // SPEC M7
         }
     }

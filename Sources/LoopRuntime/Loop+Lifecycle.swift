@@ -208,11 +208,11 @@ extension Loop {
     /// being watched), drops queued blocks, closes the loop's own descriptors. Runs once; called on
     /// the loop's thread (by `LoopThread`, or by the registry's pthread key destructor).
     func tearDown() {
-        let taken: (DetachedItems, [@Sendable () -> Void])? = lock.withLock {
+        let taken: (TakenItems, [@Sendable () -> Void])? = lock.withLock {
             guard !state.isTornDown else { return nil }
             if !state.lifecycle.isEnded { sealLocked() }
             let handlers = takeEndHandlers()
-            return (detachEverything(), handlers)
+            return (takeAllItems(), handlers)
         }
         guard var (detached, handlers) = taken else { return }
         for (source, mode) in detached.cancels {

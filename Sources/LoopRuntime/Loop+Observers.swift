@@ -87,7 +87,7 @@ extension Loop {
     }
 
     /// Invalidation: leave every mode (SPEC R31).
-    func detach(_ observer: LoopObserver) {
+    func removeInvalidated(_ observer: LoopObserver) {
         lock.withLock {
             for modeState in observer.memberships {
                 modeState.observers.removeAll { $0 === observer }

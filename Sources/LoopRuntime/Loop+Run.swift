@@ -6,7 +6,7 @@ struct RunContext {
     /// The timeout was ≤ 0 or the deadline had passed at entry: one non-blocking pass (SPEC R12).
     let zeroTimeout: Bool
     let returnAfterSourceHandled: Bool
-    /// Index of this call's record in `state.runLevels`.
+    /// Index of this call's record in `state.runCalls`.
     let depth: Int
 }
 
@@ -101,14 +101,14 @@ extension Loop {
             // SPEC R10: a missing or empty mode returns at once, with no entry or exit.
             guard !state.lifecycle.isEnded, let modeState = state.existingMode(mode), !state.isEmpty(modeState)
             else { return nil }
-            if state.runLevels.isEmpty {
+            if state.runCalls.isEmpty {
                 // SPEC M4: a wake-up sent while the loop was not running is discarded. Done under
-                // the lock, before the level is visible, so that a wakeUp() that sees the run is
+                // the lock, before the run call is visible, so that a wakeUp() that sees the run is
                 // never erased.
                 state.wakeUpPending = false
                 sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
             }
-            return (modeState, state.pushRunLevel(modeState))
+            return (modeState, state.pushRunCall(modeState))
         }
         guard let (modeState, depth) = entered else { return .finished }
         if let now { loopThread.setNow(now) } else { loopThread.timePassed() }
@@ -123,7 +123,7 @@ extension Loop {
             result = runPass(run)
         }
         notifyObservers(.exit, run.mode)  // SPEC R17
-        lock.withLock { state.popRunLevel() }
+        lock.withLock { state.popRunCall() }
         return result.unsafelyUnwrapped
     }
 
@@ -161,7 +161,7 @@ extension Loop {
         }
     }
 
-    /// Takes this level's stop request, if any (SPEC R66: the request is consumed).
+    /// Takes this run call's stop request, if any (SPEC R66: the request is consumed).
     private func consumeStopRequest(_ run: RunContext) -> Bool {
         guard state.mayHaveStopRequest else { return false }  // no lock when nobody asked
         return lock.withLock { state.takeStopRequest(at: run.depth) }

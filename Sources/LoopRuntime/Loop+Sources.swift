@@ -33,7 +33,7 @@ extension Loop {
             let added = state.concreteModes(mode).filter { $0.sources[id] == nil }
             // Registration and the validity check happen under the source's lock, which
             // `invalidate()` also takes: an add racing an invalidation never leaves the source behind.
-            guard register(source, modeCount: added.count) else {
+            guard updateRegistration(of: source, modeCount: added.count) else {
                 if mode == .common { state.commonSources.removeValue(forKey: id) }
                 return []
             }
@@ -66,7 +66,7 @@ extension Loop {
             where modeState.sources.removeValue(forKey: id) != nil {
                 left.append(modeState.mode)
             }
-            _ = register(source, modeCount: -left.count)
+            _ = updateRegistration(of: source, modeCount: -left.count)
             change.removedItemsFromModes()  // SPEC M7: a sleeping run left empty returns at once
             return left
         }
@@ -90,7 +90,7 @@ extension Loop {
 
     /// Updates the source's record of how many modes of this loop it is in; false (and no change)
     /// if the source is invalid. Loop lock held.
-    private func register(_ source: LoopSource, modeCount delta: Int) -> Bool {
+    private func updateRegistration(of source: LoopSource, modeCount delta: Int) -> Bool {
         let id = ObjectIdentifier(self)
         return source.withRegistrations { registrations in
             guard source.valid.load(ordering: .relaxed) else { return false }
@@ -105,7 +105,7 @@ extension Loop {
     }
 
     /// Invalidation: leave every mode of this loop, then call `cancel` per mode (SPEC R51, R52).
-    func detach(_ source: LoopSource) {
+    func removeInvalidated(_ source: LoopSource) {
         let id = ObjectIdentifier(source)
         let loopID = ObjectIdentifier(self)
         let left: [Mode] = change { change in

@@ -152,7 +152,7 @@ extension Loop {
     }
 
     /// Removes the timer from every mode (a wait that was for it is re-armed, SPEC M7). Lock held.
-    private func detachLocked(_ timer: LoopTimer, _ change: inout LoopChange) {
+    private func removeInvalidatedLocked(_ timer: LoopTimer, _ change: inout LoopChange) {
         change.movedTimers(in: timer.modes)
         retireEntries(of: timer)
         for modeState in timer.modes { modeState.timerCount -= 1 }
@@ -165,9 +165,9 @@ extension Loop {
 
     /// Invalidation: leave every mode (SPEC R39), re-arm a wait that was for this timer, and wake a
     /// loop whose sleeping mode it was the last to keep alive (SPEC M7).
-    func detach(_ timer: LoopTimer) {
+    func removeInvalidated(_ timer: LoopTimer) {
         change { change in
-            detachLocked(timer, &change)
+            removeInvalidatedLocked(timer, &change)
             change.removedItemsFromModes()
         }
     }
@@ -248,7 +248,7 @@ extension Loop {
             guard timer.isRepeating else {
                 // SPEC R36: a one-shot timer is invalidated right after its callout returns.
                 timer.withShared { $0.isValid = false }
-                detachLocked(timer, &change)
+                removeInvalidatedLocked(timer, &change)
                 timer.isFiring = false
                 return
             }

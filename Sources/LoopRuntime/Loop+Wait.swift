@@ -101,9 +101,9 @@ extension Loop {
             return
         }
         while true {
-            waitingFlag.store(true, ordering: .releasing)
+            blockedInWait.store(true, ordering: .releasing)
             waiter.wait(blocking: true, into: &events)
-            waitingFlag.store(false, ordering: .releasing)
+            blockedInWait.store(false, ordering: .releasing)
             let previous = sleepState.exchange(Loop.awake, ordering: .sequentiallyConsistent)
             let descriptorReady =
                 !events.ready.isEmpty && lock.withLock { absorbReadiness(events.ready, in: run.mode) }
@@ -134,7 +134,7 @@ extension Loop {
     /// jobs; true if one has jobs (then the loop must not sleep). Lock held.
     private func announceSleep(in mode: ModeState) -> Bool {
         var hasJobs = false
-        for queue in state.jobQueues where !queue.isRunning && queue.matches(mode) {
+        for queue in state.jobQueues where !queue.isRunningBatch && queue.matches(mode) {
             queue.loopSleepsInMyMode.store(true, ordering: .sequentiallyConsistent)
             if queue.hasQueuedWork { hasJobs = true }
         }

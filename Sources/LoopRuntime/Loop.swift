@@ -34,7 +34,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     // - immutable after init: `owner`, `waiter`, `isMain`, `lock`, `state` (the reference);
     // - guarded by `lock`: every field of `state`, of its `ModeState`s, and the loop-side
     //   bookkeeping of bound items (`LoopTimer.modes`, …);
-    // - atomics: `sleepState`, `waitingFlag` (the wake-up protocol in Loop+Wait.swift), `calloutItem`
+    // - atomics: `sleepState`, `blockedInWait` (the wake-up protocol in Loop+Wait.swift), `calloutItem`
     //   (the callout gate in Loop+Callouts.swift);
     // - loop thread only: `loopThread` (the pass's buffers, clock and readiness; LoopThreadState.swift).
 
@@ -47,7 +47,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     let state = LoopState()
     /// `awake`, `sleeping` or `notified`: see Loop+Wait.swift.
     let sleepState = Atomic<UInt8>(Loop.awake)
-    let waitingFlag = Atomic<Bool>(false)
+    let blockedInWait = Atomic<Bool>(false)
     /// The item whose handler the loop thread is calling, or 0 (the callout gate, Loop+Callouts.swift).
     let calloutItem = Atomic<UInt>(0)
     let loopThread = LoopThreadState()
@@ -69,7 +69,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         // A loop reaches deinit only when no thread holds it as its current loop; release the
         // descriptors and break the item ↔ mode reference cycles without calling out (there is no
         // `self` to hand to a cancel callback any more).
-        var detached = lock.withLock { state.isTornDown ? DetachedItems() : detachEverything() }
+        var detached = lock.withLock { state.isTornDown ? TakenItems() : takeAllItems() }
         detached.release()
         waiter.close()
     }
@@ -114,7 +114,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// True only while the loop is blocked in its wait (SPEC R70).
     ///
     /// - Important: Safe from any thread.
-    public var isWaiting: Bool { waitingFlag.load(ordering: .acquiring) }
+    public var isWaiting: Bool { blockedInWait.load(ordering: .acquiring) }
 
     /// The mode of the innermost run call, or `nil` when the loop is not running (SPEC R71).
     ///
@@ -124,7 +124,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// True while a run call of this loop is in progress.
     ///
     /// - Important: Safe from any thread.
-    public var isRunning: Bool { lock.withLock { !state.runLevels.isEmpty } }
+    public var isRunning: Bool { lock.withLock { !state.runCalls.isEmpty } }
 
     /// The modes in the common set (SPEC R62).
     ///
@@ -155,8 +155,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// - Important: Safe from any thread.
     public func stop() {
         change { change in
-            guard !state.runLevels.isEmpty else { return }
-            state.requestStop(at: state.runLevels.count - 1)
+            guard !state.runCalls.isEmpty else { return }
+            state.requestStop(at: state.runCalls.count - 1)
             change.mustLookAgain()
         }
     }
@@ -170,7 +170,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// - Important: Safe from any thread.
     public func wakeUp() {
         change { change in
-            guard !state.runLevels.isEmpty else { return }
+            guard !state.runCalls.isEmpty else { return }
             state.wakeUpPending = true
             change.mustLookAgain()
         }
@@ -178,9 +178,9 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
 
     /// Stops the run call at `depth` (1 for the outermost), not necessarily the innermost one: a
     /// ``LoopDriver`` stops its own run this way, leaving nested runs alone.
-    func stopRunLevel(_ depth: Int) {
+    func stopRunCall(_ depth: Int) {
         change { change in
-            guard depth >= 1, depth <= state.runLevels.count else { return }
+            guard depth >= 1, depth <= state.runCalls.count else { return }
             state.requestStop(at: depth - 1)
             change.mustLookAgain()
         }
@@ -202,9 +202,9 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// happens when the thread exits, deinit when nothing refers to the loop), so every timer is in
     /// its modes' heaps. Everything whose last release could run user code (closures, sources,
     /// observers, timers, executors) is moved into the result, to be released after unlocking.
-    func detachEverything() -> DetachedItems {
+    func takeAllItems() -> TakenItems {
         state.isTornDown = true
-        var detached = DetachedItems()
+        var detached = TakenItems()
         for modeState in state.modes.values {
             for source in modeState.sources.values {
                 detached.cancels.append((source, modeState.mode))
@@ -268,7 +268,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
 
 /// What `detachEverything` took off a torn-down loop: callbacks to make, and objects and closures
 /// to release — all after the loop's lock is released, because they may run user code.
-struct DetachedItems {
+struct TakenItems {
     var cancels: [(LoopSource, Loop.Mode)] = []
     var descriptorSources: [LoopDescriptorSource] = []
     var timerEntries: [TimerHeap.Entry] = []
@@ -278,6 +278,6 @@ struct DetachedItems {
     /// Gives back the timer entries' retains and drops everything else. Lock not held.
     mutating func release() {
         for entry in timerEntries { TimerHeap.release(entry) }
-        self = DetachedItems()
+        self = TakenItems()
     }
 }

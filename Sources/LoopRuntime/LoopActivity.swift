@@ -51,7 +51,7 @@ extension Loop {
     public enum RunResult: Sendable, Hashable, CustomStringConvertible {
         /// The mode was empty (or became empty): nothing could ever wake it (SPEC R10).
         case finished
-        /// ``Loop/stop()`` stopped this run level (SPEC R66).
+        /// ``Loop/stop()`` stopped this run call (SPEC R66).
         case stopped
         /// The run's deadline passed (SPEC R12, R13).
         case timedOut

@@ -177,7 +177,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
             return $0.loop
         }
-        loop?.detach(self)
+        loop?.removeInvalidated(self)
         loop?.waitForCallout(of: self)
     }
 }

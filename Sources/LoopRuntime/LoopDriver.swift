@@ -52,10 +52,10 @@ public final class LoopDriver: Sendable {
             let (wanted, stop, depth, driving) = state.withLock {
                 ($0.mode, $0.stopRequested, $0.depth, $0.isDriving)
             }
-            // Only the driver's own run level, and only while it drives (not nested runs, not
+            // Only the driver's own run call, and only while it drives (not nested runs, not
             // runs of the loop made after the drive ended).
-            guard driving, loop.runDepth == depth else { return }
-            if stop || loop.currentMode != wanted { loop.stopRunLevel(depth) }
+            guard driving, loop.runCallDepth == depth else { return }
+            if stop || loop.currentMode != wanted { loop.stopRunCall(depth) }
         }
     }
 
@@ -114,7 +114,7 @@ public final class LoopDriver: Sendable {
             }
             // Report the entry from inside the new run: a block of that mode runs in its first pass.
             serveEntered(mode)
-            state.withLock { $0.depth = loop.runDepth + 1 }
+            state.withLock { $0.depth = loop.runCallDepth + 1 }
             loop.run(mode)
         }
     }
@@ -190,13 +190,13 @@ public final class LoopDriver: Sendable {
     /// terms; the driver's run ends when control comes back to it.
     private func stopOwnRun() {
         let (driving, depth) = state.withLock { ($0.isDriving, $0.depth) }
-        if driving && depth > 0 { loop.stopRunLevel(depth) }
+        if driving && depth > 0 { loop.stopRunCall(depth) }
     }
 }
 
 extension Loop {
     /// The number of run calls in progress (nested runs count). Safe from any thread.
-    var runDepth: Int { lock.withLock { state.runLevels.count } }
+    var runCallDepth: Int { lock.withLock { state.runCalls.count } }
 
     /// The driver running this loop, if any (see ``LoopDriver``).
     ///

@@ -19,7 +19,7 @@ import Synchronization
 public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `lock`; see below
     // Thread-safety: `loop` and `modes` are immutable; `pending`, `spare`, `closedReason` and
     // `keeper` are guarded by `lock`; `runJob` is read on the loop's thread and cleared under `lock`
-    // at close, after which the loop never runs the queue; `isRunning` is touched only on the
+    // at close, after which the loop never runs the queue; `isRunningBatch` is touched only on the
     // loop's thread; `loopSleepsInMyMode` is an atomic written by the loop under its own lock.
 
     /// The loop the jobs run on.
@@ -37,7 +37,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// find its executor gone, yet an idle executor must be free to go when nothing holds it.
     @exclusivity(unchecked) private var keeper: AnyObject?
     /// The queue's batch is running (SPEC N3). Loop thread only.
-    @exclusivity(unchecked) var isRunning = false
+    @exclusivity(unchecked) var isRunningBatch = false
     let loopSleepsInMyMode = Atomic<Bool>(false)
 
     /// Creates a queue on `loop` for `modes` and registers it with the loop.
@@ -53,7 +53,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         self.runJob = runJob
         pending.reserveCapacity(64)
         spare.reserveCapacity(64)
-        loop.register(self)
+        loop.addJobQueue(self)
     }
 
     /// Queues `job`, keeping `owner` alive until the queue is empty again. Traps if the loop has
@@ -98,12 +98,12 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
             return batch
         }
         guard !batch.isEmpty else { return false }
-        isRunning = true
+        isRunningBatch = true
         let runJob = self.runJob!
         for job in batch {
             runJob(job)
         }
-        isRunning = false
+        isRunningBatch = false
         batch.removeAll(keepingCapacity: true)
         let released: AnyObject? = lock.withLock {
             if spare.capacity < batch.capacity { spare = batch }
@@ -119,7 +119,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// queued jobs keep it alive).
     public func retire() {
         close(reason: "its executor was released")
-        loop.unregister(self)
+        loop.removeJobQueue(self)
     }
 
     /// Refuses further jobs, naming `reason` in the message of a late enqueue, and drops the
@@ -162,7 +162,7 @@ extension LoopJobQueue: LoopEndAware {
 
 extension Loop {
     /// Registers a job queue (called by its initializer). Lock order: loop lock, then queue lock.
-    func register(_ queue: LoopJobQueue) {
+    func addJobQueue(_ queue: LoopJobQueue) {
         let endedBecause = lock.withLock { () -> String? in
             if let reason = state.lifecycle.reason, state.lifecycle.isEnded {
                 return "the \(self) has ended: \(reason.explanation)"
@@ -180,7 +180,7 @@ extension Loop {
         if let endedBecause { queue.close(reason: endedBecause) }
     }
 
-    func unregister(_ queue: LoopJobQueue) {
+    func removeJobQueue(_ queue: LoopJobQueue) {
         lock.withLock { state.jobQueues.removeAll { $0 === queue } }
     }
 
@@ -195,46 +195,10 @@ extension Loop {
         let queues = loopThread.jobQueues
         guard !queues.isEmpty else { return false }
         var handled = false
-        for queue in queues where !queue.isRunning && queue.matches(run.mode) {
+        for queue in queues where !queue.isRunningBatch && queue.matches(run.mode) {
             if queue.runBatch() { handled = true }
         }
         if handled { loopThread.timePassed() }
         return handled
-    }
-}
-
-extension Loop {
-    /// An object attached to this loop under `key`, made by `make` the first time. Support for the
-    /// `LoopExecutor` module (one shared executor per loop and mode list, so that actors pinned to
-    /// the same loop do not hop between them). The loop holds attachments weakly.
-    ///
-    /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func attachment<Object: AnyObject & Sendable>(
-        for key: [Mode], make: () -> Object, discard: (Object) -> Void = { _ in }
-    ) -> Object {
-        // `make` runs outside the lock (it may register a job queue, which takes it). When two
-        // threads race, the loser's object is handed to `discard`. The table holds its objects
-        // weakly: an attachment lives while someone uses it, and a later call makes a new one.
-        if let existing = lock.withLock({ state.attachments[key]?.object }) as? Object { return existing }
-        let made = make()
-        let winner: Object = lock.withLock {
-            if let existing = state.attachments[key]?.object as? Object { return existing }
-            if state.lifecycle.acceptsWork { state.attachments[key] = WeakObject(object: made) }
-            return made
-        }
-        if winner !== made { discard(made) }
-        return winner
-    }
-}
-
-extension Loop {
-    /// The innermost run call's mode and the number of run calls in progress (nested runs count),
-    /// read together. Support for the activity stream.
-    ///
-    /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public var runLevel: (mode: Mode?, depth: Int) {
-        lock.withLock { (state.innermostMode?.mode, state.runLevels.count) }
     }
 }

@@ -81,7 +81,7 @@ public final class LoopObserver: @unchecked Sendable {
             valid.store(false, ordering: .releasing)
             return $0.loop
         }
-        loop?.detach(self)
+        loop?.removeInvalidated(self)
     }
 }
 

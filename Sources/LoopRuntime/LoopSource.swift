@@ -121,7 +121,7 @@ public final class LoopSource: @unchecked Sendable {
             return $0.values.compactMap(\.loop)
         }
         for loop in loops {
-            loop.detach(self)
+            loop.removeInvalidated(self)
             loop.waitForCallout(of: self)
         }
     }

@@ -163,10 +163,20 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// `LoopThread 'name'`.
     public var description: String { "LoopThread '\(name)'" }
 
-    /// True until a shutdown begins (``shutdown()``, or the release of the last reference).
+    /// True until a shutdown begins (``shutdown()``, or the release of the last reference): the
+    /// thread accepts new work. (Not ``Loop/isRunning``, which says a run call is in progress.)
     ///
     /// - Important: Safe from any thread.
-    public var isRunning: Bool { loop.isOpen }
+    public var isOpen: Bool { loop.isOpen }
+
+    /// The former name of ``isOpen``.
+    ///
+    /// - Important: Safe from any thread.
+    @available(
+        *, deprecated, renamed: "isOpen",
+        message: "It read like Loop.isRunning (a run call is in progress); it means the thread accepts work."
+    )
+    public var isRunning: Bool { isOpen }
 
     // MARK: - Cross-thread perform
 
@@ -193,7 +203,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             "LoopThread.perform(inModes:waitUntilDone:_:) was given an empty mode list for \(self): the block could never run (SPEC R76)."
         )
         if waitUntilDone && loop.isCurrentThread {
-            guard isRunning else { throw .shutDown(thread: name) }
+            guard isOpen else { throw .shutDown(thread: name) }
             block()
             return
         }
@@ -236,7 +246,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         inModes modes: [Loop.Mode] = [.default],
         _ block: @escaping @Sendable () -> Void
     ) throws(LoopThreadError) -> LoopTimer {
-        guard isRunning else { throw .shutDown(thread: name) }
+        guard isOpen else { throw .shutDown(thread: name) }
         let core = self.core
         return core.state.withLock { state -> LoopTimer in
             let timerBox = TimerBox()

@@ -166,7 +166,7 @@ public final class LoopTimer: @unchecked Sendable {
             $0.isValid = false
             return $0.binding.loop
         }
-        loop?.detach(self)
+        loop?.removeInvalidated(self)
         loop?.waitForCallout(of: self)
     }
 

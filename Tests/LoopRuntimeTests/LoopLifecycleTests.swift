@@ -84,7 +84,7 @@ struct LoopLifecycleTests {
         try thread.perform { hold.wait() }  // the loop is busy while the messages are sent
         for value in 0..<100 { try port.send(value) }
         let shutter = try PlatformThread.spawn(name: "shutter") { thread.shutdown() }
-        #expect(eventually { !thread.isRunning })
+        #expect(eventually { !thread.isOpen })
         hold.signal()
         shutter.join()
         #expect(delivered.value == 100)

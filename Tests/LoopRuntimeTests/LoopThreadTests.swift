@@ -133,7 +133,7 @@ struct LoopThreadTests {
         waiter.join()
         #expect(ran.count == 53)
         #expect(!delayed.isValid)
-        #expect(!thread.isRunning)
+        #expect(!thread.isOpen)
         #expect(throws: LoopThreadError.shutDown(thread: "shutdown")) { try thread.perform {} }
         #expect(throws: LoopThreadError.shutDown(thread: "shutdown")) { try thread.perform(after: .zero) {} }
         thread.shutdown()  // idempotent
@@ -143,7 +143,7 @@ struct LoopThreadTests {
     func shutdownFromOwnThread() throws {
         let thread = try LoopThread(name: "self-stop")
         try thread.perform { thread.shutdown() }
-        #expect(eventually { !thread.isRunning })
+        #expect(eventually { !thread.isOpen })
         thread.shutdown()  // joins
     }
 

@@ -1,9 +1,9 @@
 import Synchronization
 
-/// One level of a (possibly nested) run call: what other threads may need to see of it.
-struct RunLevelRecord {
+/// One run call in progress (possibly nested): what other threads may need to see of it.
+struct RunCallRecord {
     let mode: ModeState
-    /// `stop()` was called while this was the innermost level (SPEC R66).
+    /// `stop()` was called while this was the innermost run call (SPEC R66).
     var stopRequested = false
 }
 
@@ -82,41 +82,41 @@ final class LoopState {
     /// Without the lock (loop thread): false only if no source is waiting to be performed.
     var mayHaveSignalledSources: Bool { signalledMirror.load(ordering: .acquiring) }
 
-    /// The run levels, innermost last (SPEC R18). Stop requests are made and taken through
+    /// The run calls in progress, innermost last (SPEC R18). Stop requests are made and taken through
     /// `requestStop(at:)` and `takeStopRequest(at:)`, which keep `pendingStops` counting them.
-    @exclusivity(unchecked) private(set) var runLevels: [RunLevelRecord] = []
-    /// How many levels have a stop request not yet taken; the loop thread reads it without the lock.
+    @exclusivity(unchecked) private(set) var runCalls: [RunCallRecord] = []
+    /// How many run calls have a stop request not yet taken; the loop thread reads it without the lock.
     private let pendingStops = Atomic<Int>(0)
 
-    /// Without the lock (loop thread): false only if no level has a stop request.
+    /// Without the lock (loop thread): false only if no run call has a stop request.
     var mayHaveStopRequest: Bool { pendingStops.load(ordering: .acquiring) > 0 }
 
-    func pushRunLevel(_ mode: ModeState) -> Int {
-        runLevels.append(RunLevelRecord(mode: mode))
-        return runLevels.count - 1
+    func pushRunCall(_ mode: ModeState) -> Int {
+        runCalls.append(RunCallRecord(mode: mode))
+        return runCalls.count - 1
     }
 
-    func popRunLevel() {
-        if runLevels.removeLast().stopRequested { pendingStops.subtract(1, ordering: .releasing) }
+    func popRunCall() {
+        if runCalls.removeLast().stopRequested { pendingStops.subtract(1, ordering: .releasing) }
     }
 
     /// Asks the run call at `depth` (0 for the outermost) to stop (SPEC R66).
     func requestStop(at depth: Int) {
-        guard !runLevels[depth].stopRequested else { return }
-        runLevels[depth].stopRequested = true
+        guard !runCalls[depth].stopRequested else { return }
+        runCalls[depth].stopRequested = true
         pendingStops.add(1, ordering: .releasing)
     }
 
     /// True if the run call at `depth` was asked to stop; the request is consumed (SPEC R66).
     func takeStopRequest(at depth: Int) -> Bool {
-        guard runLevels[depth].stopRequested else { return false }
-        runLevels[depth].stopRequested = false
+        guard runCalls[depth].stopRequested else { return false }
+        runCalls[depth].stopRequested = false
         pendingStops.subtract(1, ordering: .releasing)
         return true
     }
 
     /// True if the run call at `depth` was asked to stop (the request stays).
-    func hasStopRequest(at depth: Int) -> Bool { runLevels[depth].stopRequested }
+    func hasStopRequest(at depth: Int) -> Bool { runCalls[depth].stopRequested }
     /// `wakeUp()` was called while the loop was running: the next wait must not block (SPEC R68).
     @exclusivity(unchecked) var wakeUpPending = false
 
@@ -139,7 +139,7 @@ final class LoopState {
     init() {
         modes.reserveCapacity(4)
         blocks.reserveCapacity(16)
-        runLevels.reserveCapacity(4)
+        runCalls.reserveCapacity(4)
     }
 
     /// The state of `mode`, created on demand (SPEC R4). `mode` must not be `.common`.
@@ -170,7 +170,7 @@ final class LoopState {
 
     /// True if an executor with queued jobs may run in `mode` (SPEC N4). Takes the queues' locks.
     func hasJobs(for mode: ModeState) -> Bool {
-        jobQueues.contains { !$0.isRunning && $0.matches(mode) && $0.hasQueuedWork }
+        jobQueues.contains { !$0.isRunningBatch && $0.matches(mode) && $0.hasQueuedWork }
     }
 
     /// R10: nothing can ever wake `mode` (observers do not count, SPEC R30; queued executor jobs
@@ -192,5 +192,5 @@ final class LoopState {
     }
 
     /// The innermost running mode, if the loop is running.
-    var innermostMode: ModeState? { runLevels.last?.mode }
+    var innermostMode: ModeState? { runCalls.last?.mode }
 }

@@ -7,7 +7,7 @@
 final class LoopThreadState {
     // MARK: Buffers the pass reuses, so that a steady-state pass does not allocate
 
-    // A nested run takes a buffer out while it works, so the outer level finds it empty and
+    // A nested run takes a buffer out while it works, so the outer run finds it empty and
     // allocates its own only in that case.
     @exclusivity(unchecked) var blocks: [QueuedBlock] = []
     @exclusivity(unchecked) var sources: [LoopSource] = []

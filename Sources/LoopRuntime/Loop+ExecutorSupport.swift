@@ -1,0 +1,39 @@
+// What the LoopExecutor module needs from a loop beyond its public API (SPI
+// `LoopExecutorSupport`): shared per-loop objects, and where the loop is. The lifecycle hooks it
+// uses (`addEndHandler`, `holdSeal`) live with the lifecycle, in Loop+Lifecycle.swift.
+
+extension Loop {
+    /// An object attached to this loop under `key`, made by `make` the first time. Support for the
+    /// `LoopExecutor` module (one shared executor per loop and mode list, so that actors pinned to
+    /// the same loop do not hop between them). The loop holds attachments weakly.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func attachment<Object: AnyObject & Sendable>(
+        for key: [Mode], make: () -> Object, discard: (Object) -> Void = { _ in }
+    ) -> Object {
+        // `make` runs outside the lock (it may register a job queue, which takes it). When two
+        // threads race, the loser's object is handed to `discard`. The table holds its objects
+        // weakly: an attachment lives while someone uses it, and a later call makes a new one.
+        if let existing = lock.withLock({ state.attachments[key]?.object }) as? Object { return existing }
+        let made = make()
+        let winner: Object = lock.withLock {
+            if let existing = state.attachments[key]?.object as? Object { return existing }
+            if state.lifecycle.acceptsWork { state.attachments[key] = WeakObject(object: made) }
+            return made
+        }
+        if winner !== made { discard(made) }
+        return winner
+    }
+}
+
+extension Loop {
+    /// The innermost run call's mode and the number of run calls in progress (nested runs count),
+    /// read together. Support for the activity stream.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public var innermostRun: (mode: Mode?, depth: Int) {
+        lock.withLock { (state.innermostMode?.mode, state.runCalls.count) }
+    }
+}
