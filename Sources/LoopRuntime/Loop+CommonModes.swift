@@ -15,28 +15,14 @@ extension Loop {
             guard !state.lifecycle.isEnded, state.commonModes.insert(mode).inserted else { return ([], mode) }
             let modeState = state.modeState(mode)
             modeState.markCommon()
-            for timer in state.commonTimers.values {
-                insert(timer, into: modeState)
-            }
-            for observer in state.commonObservers {
-                insert(observer, into: modeState)
-            }
-            for source in state.commonDescriptorSources.values where !source.modes.contains(modeState) {
-                source.modes.append(modeState)
-                modeState.descriptorCount += 1
-            }
             var scheduled: [LoopSource] = []
-            let loopID = ObjectIdentifier(self)
-            for source in state.commonSources.values
-            where modeState.sources[ObjectIdentifier(source)] == nil {
-                let stillValid = source.withRegistrations { registrations in
-                    guard source.valid.load(ordering: .relaxed) else { return false }
-                    registrations[loopID]?.modeCount += 1
-                    return true
+            for item in state.commonItems.inOrder {
+                switch item {
+                case .timer(let timer): insert(timer, into: modeState)
+                case .observer(let observer): insert(observer, into: modeState)
+                case .descriptorSource(let source): insert(source, into: modeState)
+                case .source(let source): if insert(source, into: modeState) { scheduled.append(source) }
                 }
-                guard stillValid else { continue }
-                modeState.sources[ObjectIdentifier(source)] = source
-                scheduled.append(source)
             }
             change.movedTimers(in: modeState)
             // Blocks and executor jobs queued for `.common` can run in `mode` now: a loop running it

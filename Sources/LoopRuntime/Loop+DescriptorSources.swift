@@ -25,25 +25,22 @@ extension Loop {
     /// which is then invalidated.
     @discardableResult
     func addDescriptorSource(_ source: LoopDescriptorSource, forMode mode: Mode) throws(LoopSystemError) -> Bool {
-        let result: Result<Bool, LoopSystemError> = lock.withLock {
+        // No wake needed: epoll reports the new descriptor's readiness to a sleeping loop itself.
+        let result: Result<Bool, LoopSystemError> = change { _ in
             guard state.lifecycle.acceptsItems else { return .success(false) }
             guard bind(source) else { return .success(true) }
-            let id = ObjectIdentifier(source)
             if mode == .common {
-                guard state.commonDescriptorSources.updateValue(source, forKey: id) == nil else {
-                    return .success(true)
-                }
+                guard state.commonItems.insert(.descriptorSource(source)) else { return .success(true) }
             }
             let added = state.concreteModes(mode).filter { !source.modes.contains($0) }
             if source.token == 0 && !added.isEmpty {
                 do throws(LoopSystemError) {
                     try watch(source)
                 } catch {
-                    if mode == .common { state.commonDescriptorSources.removeValue(forKey: id) }
+                    if mode == .common { state.commonItems.remove(source) }
                     return .failure(error)
                 }
             }
-            if mode == .common { source.isCommonItem = true }
             for modeState in added {
                 source.modes.append(modeState)
                 modeState.descriptorCount += 1
@@ -63,9 +60,7 @@ extension Loop {
         change { change in
             guard isBound(source) else { return }
             if mode == .common {
-                guard state.commonDescriptorSources.removeValue(forKey: ObjectIdentifier(source)) != nil
-                else { return }
-                source.isCommonItem = false
+                guard state.commonItems.remove(source) else { return }
             }
             for modeState in state.concreteModes(mode) where source.modes.contains(modeState) {
                 source.modes.remove(modeState)
@@ -83,7 +78,7 @@ extension Loop {
         lock.withLock {
             guard isBound(source) else { return false }
             if mode == .common {
-                return state.commonDescriptorSources[ObjectIdentifier(source)] != nil
+                return state.commonItems.contains(source)
             }
             guard let modeState = state.modes[mode] else { return false }
             return source.modes.contains(modeState)
@@ -140,15 +135,19 @@ extension Loop {
         }
     }
 
+    /// Adds a common descriptor source to a mode that just became common (SPEC R62). Lock held.
+    func insert(_ source: LoopDescriptorSource, into modeState: ModeState) {
+        guard !source.modes.contains(modeState) else { return }
+        source.modes.append(modeState)
+        modeState.descriptorCount += 1
+    }
+
     /// Invalidation: leave every mode and stop watching.
     func removeInvalidated(_ source: LoopDescriptorSource) {
         change { change in
             for modeState in source.modes { modeState.descriptorCount -= 1 }
             source.modes.removeAll()
-            if source.isCommonItem {
-                source.isCommonItem = false
-                state.commonDescriptorSources.removeValue(forKey: ObjectIdentifier(source))
-            }
+            state.commonItems.remove(source)
             if source.token != 0 { unwatch(source) }
             change.removedItemsFromModes()  // SPEC M7
         }

@@ -15,15 +15,14 @@ extension Loop {
     /// observer too (only an ended one refuses it). For the engine's own items that must be there
     /// while the drain runs, like a ``LoopDriver``'s guardian.
     func add(_ observer: LoopObserver, forMode mode: Mode, whileDraining: Bool) {
-        let refused: Bool = lock.withLock {
+        let refused: Bool = change { _ in  // observers never wake a loop (SPEC R30)
             // A loop that is shutting down or has ended refuses it (invalidated below).
             guard whileDraining ? state.lifecycle.acceptsWork : state.lifecycle.acceptsItems else {
                 return true
             }
             guard bind(observer) else { return false }
             if mode == .common {
-                guard !state.commonObservers.contains(where: { $0 === observer }) else { return false }
-                state.commonObservers.append(observer)
+                guard state.commonItems.insert(.observer(observer)) else { return false }
             }
             for modeState in state.concreteModes(mode) {
                 insert(observer, into: modeState)
@@ -41,13 +40,10 @@ extension Loop {
     ///
     /// - Important: Safe from any thread.
     public func remove(_ observer: LoopObserver, forMode mode: Mode) {
-        lock.withLock {
+        change { _ in
             guard isBound(observer) else { return }
             if mode == .common {
-                guard let index = state.commonObservers.firstIndex(where: { $0 === observer }) else {
-                    return
-                }
-                state.commonObservers.remove(at: index)
+                guard state.commonItems.remove(observer) else { return }
             }
             for modeState in state.concreteModes(mode) {
                 removeMembership(of: observer, from: modeState)
@@ -61,7 +57,7 @@ extension Loop {
     public func contains(_ observer: LoopObserver, inMode mode: Mode) -> Bool {
         lock.withLock {
             guard isBound(observer) else { return false }
-            if mode == .common { return state.commonObservers.contains { $0 === observer } }
+            if mode == .common { return state.commonItems.contains(observer) }
             guard let modeState = state.modes[mode] else { return false }
             return observer.memberships.contains { $0 === modeState }
         }
@@ -88,13 +84,13 @@ extension Loop {
 
     /// Invalidation: leave every mode (SPEC R31).
     func removeInvalidated(_ observer: LoopObserver) {
-        lock.withLock {
+        change { _ in
             for modeState in observer.memberships {
                 modeState.observers.removeAll { $0 === observer }
                 modeState.recomputeObserverActivities()
             }
             observer.memberships.removeAll()
-            state.commonObservers.removeAll { $0 === observer }
+            state.commonItems.remove(observer)
         }
     }
 

@@ -28,13 +28,13 @@ extension Loop {
             }
             guard source.isValid else { return [] }
             if mode == .common {
-                guard state.commonSources.updateValue(source, forKey: id) == nil else { return [] }
+                guard state.commonItems.insert(.source(source)) else { return [] }
             }
             let added = state.concreteModes(mode).filter { $0.sources[id] == nil }
             // Registration and the validity check happen under the source's lock, which
             // `invalidate()` also takes: an add racing an invalidation never leaves the source behind.
             guard updateRegistration(of: source, modeCount: added.count) else {
-                if mode == .common { state.commonSources.removeValue(forKey: id) }
+                if mode == .common { state.commonItems.remove(source) }
                 return []
             }
             for modeState in added { modeState.sources[id] = source }
@@ -59,7 +59,7 @@ extension Loop {
         let id = ObjectIdentifier(source)
         let left: [Mode] = change { change in
             if mode == .common {
-                guard state.commonSources.removeValue(forKey: id) != nil else { return [] }
+                guard state.commonItems.remove(source) else { return [] }
             }
             var left: [Mode] = []
             for modeState in state.concreteModes(mode)
@@ -81,12 +81,28 @@ extension Loop {
     public func contains(_ source: LoopSource, inMode mode: Mode) -> Bool {
         let id = ObjectIdentifier(source)
         return lock.withLock {
-            if mode == .common { return state.commonSources[id] != nil }
+            if mode == .common { return state.commonItems.contains(source) }
             return state.modes[mode]?.sources[id] != nil
         }
     }
 
     // MARK: - Internals
+
+    /// Adds a common source to a mode that just became common (SPEC R62); true if it was added
+    /// (the caller then calls its `schedule` callback, after unlocking). Lock held.
+    func insert(_ source: LoopSource, into modeState: ModeState) -> Bool {
+        let id = ObjectIdentifier(source)
+        guard modeState.sources[id] == nil else { return false }
+        let loopID = ObjectIdentifier(self)
+        let stillValid = source.withRegistrations { registrations in
+            guard source.valid.load(ordering: .relaxed) else { return false }
+            registrations[loopID]?.modeCount += 1
+            return true
+        }
+        guard stillValid else { return false }
+        modeState.sources[id] = source
+        return true
+    }
 
     /// Updates the source's record of how many modes of this loop it is in; false (and no change)
     /// if the source is invalid. Loop lock held.
@@ -113,7 +129,7 @@ extension Loop {
             for modeState in state.modes.values where modeState.sources.removeValue(forKey: id) != nil {
                 left.append(modeState.mode)
             }
-            state.commonSources.removeValue(forKey: id)
+            state.commonItems.remove(source)
             source.withRegistrations { _ = $0.removeValue(forKey: loopID) }
             change.removedItemsFromModes()  // SPEC M7
             return left

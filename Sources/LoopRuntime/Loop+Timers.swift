@@ -16,9 +16,7 @@ extension Loop {
             guard state.lifecycle.acceptsItems else { return true }
             guard bindTimer(timer) else { return false }
             if mode == .common {
-                guard state.commonTimers.updateValue(timer, forKey: ObjectIdentifier(timer)) == nil
-                else { return false }
-                timer.isCommonItem = true
+                guard state.commonItems.insert(.timer(timer)) else { return false }
             }
             if mode == .common {
                 for modeState in state.concreteModes(mode) { insert(timer, into: modeState) }
@@ -44,9 +42,7 @@ extension Loop {
         change { change in
             guard isBound(timer) else { return }
             if mode == .common {
-                guard state.commonTimers.removeValue(forKey: ObjectIdentifier(timer)) != nil
-                else { return }
-                timer.isCommonItem = false
+                guard state.commonItems.remove(timer) else { return }
             }
             for modeState in state.concreteModes(mode) {
                 removeMembership(of: timer, from: modeState)
@@ -62,7 +58,7 @@ extension Loop {
     public func contains(_ timer: LoopTimer, inMode mode: Mode) -> Bool {
         lock.withLock {
             guard isBound(timer) else { return false }
-            if mode == .common { return state.commonTimers[ObjectIdentifier(timer)] != nil }
+            if mode == .common { return state.commonItems.contains(timer) }
             guard let modeState = state.modes[mode] else { return false }
             return timer.modes.contains(modeState)
         }
@@ -87,7 +83,7 @@ extension Loop {
     /// - Important: Safe from any thread.
     public func timerCount(in mode: Mode) -> Int {
         lock.withLock {
-            if mode == .common { return state.commonTimers.count }
+            if mode == .common { return state.commonItems.timerCount }
             return state.modes[mode]?.timerCount ?? 0
         }
     }
@@ -157,10 +153,7 @@ extension Loop {
         retireEntries(of: timer)
         for modeState in timer.modes { modeState.timerCount -= 1 }
         timer.modes.removeAll()
-        if timer.isCommonItem {
-            timer.isCommonItem = false
-            state.commonTimers.removeValue(forKey: ObjectIdentifier(timer))
-        }
+        state.commonItems.remove(timer)
     }
 
     /// Invalidation: leave every mode (SPEC R39), re-arm a wait that was for this timer, and wake a

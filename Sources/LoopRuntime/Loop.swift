@@ -229,26 +229,18 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
             source.token = 0
             source.isWatching = false
             source.pendingEvents = []
-            source.isCommonItem = false
         }
         for modeState in state.modes.values { modeState.descriptorCount = 0 }
         state.descriptorSources.removeAll()
         state.pausedDescriptorSources.removeAll()
         loopThread.readyDescriptorSources.removeAll()
-        state.commonDescriptorSources.removeAll()
         let id = ObjectIdentifier(self)
         for (source, _) in detached.cancels {
             source.withRegistrations { _ = $0.removeValue(forKey: id) }
         }
-        for timer in state.commonTimers.values { timer.isCommonItem = false }
-        detached.objects.append(contentsOf: state.commonTimers.values.map { $0 as AnyObject })
-        detached.objects.append(contentsOf: state.commonSources.values.map { $0 as AnyObject })
-        detached.objects.append(contentsOf: state.commonObservers as [AnyObject])
+        detached.objects.append(contentsOf: state.commonItems.removeAll())
         detached.objects.append(contentsOf: state.signalledSources as [AnyObject])
         detached.blocks = state.blocks
-        state.commonTimers.removeAll()
-        state.commonSources.removeAll()
-        state.commonObservers.removeAll()
         state.blocks.removeAll()
         state.signalledSources.removeAll()
         let end = endNoticeLocked()

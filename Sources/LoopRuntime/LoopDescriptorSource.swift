@@ -35,8 +35,7 @@ import Synchronization
 public final class LoopDescriptorSource: @unchecked Sendable {
     // Thread-safety: `descriptor`, `events`, `order`, `handler` and `endAwareReference` are immutable.
     // `sharedState` is guarded by the source's stripe lock; `valid` is an atomic that only changes
-    // under it. `modes`,
-    // `token`, `isWatching`, `pendingEvents` and `isCommonItem` are guarded by the bound loop's
+    // under it. `modes`, `token`, `isWatching` and `pendingEvents` are guarded by the bound loop's
     // lock. Lock order: loop lock, then the stripe lock.
 
     /// Readiness of a descriptor.
@@ -113,7 +112,6 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     @exclusivity(unchecked) var isWatching = false
     /// Readiness reported by the last wait and not yet performed.
     @exclusivity(unchecked) var pendingEvents: Events = []
-    @exclusivity(unchecked) var isCommonItem = false
     /// In how many waits in a row the source was reported ready, and the last of them (the check
     /// for a descriptor closed while registered, SPEC R53).
     @exclusivity(unchecked) var readyStreak = 0

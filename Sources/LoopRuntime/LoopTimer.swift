@@ -24,10 +24,9 @@ import Synchronization
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
     // Thread-safety: `interval`, `intervalNanoseconds` and `handler` are immutable. `shared` is
-    // guarded by the timer's stripe lock (`withShared`). `modes`, `generation`, `latestFireDate`, `isFiring`, `sequence` and
-    // `isCommonItem`
-    // are guarded by the lock of the loop the timer is bound to (only that loop touches them,
-    // always holding its lock). Lock order: loop lock, then the stripe lock.
+    // guarded by the timer's stripe lock (`withShared`). `modes`, `generation`, `latestFireDate`,
+    // `isFiring` and `sequence` are guarded by the lock of the loop the timer is bound to (only
+    // that loop touches them, always holding its lock). Lock order: loop lock, then the stripe lock.
 
     /// The interval of a repeating timer; `nil` for a one-shot timer.
     public let interval: Duration?
@@ -59,8 +58,6 @@ public final class LoopTimer: @unchecked Sendable {
     @exclusivity(unchecked) var isFiring = false
     /// The add order within the bound loop (ties between equal fire dates, SPEC R35).
     @exclusivity(unchecked) var sequence: UInt64 = 0
-    /// Recorded in the bound loop's common items (SPEC R63).
-    @exclusivity(unchecked) var isCommonItem = false
 
     /// Creates a timer that fires at `date`.
     ///

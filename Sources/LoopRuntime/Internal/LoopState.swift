@@ -22,14 +22,8 @@ final class LoopState {
     @exclusivity(unchecked) var modes: [Loop.Mode: ModeState] = [:]
     /// The common set (SPEC R62): starts as `{default}`, only grows.
     @exclusivity(unchecked) var commonModes: Set<Loop.Mode> = [.default]
-    /// Items added to `.common` (SPEC R63).
-    @exclusivity(unchecked) var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
-    @exclusivity(unchecked) var commonSources: [ObjectIdentifier: LoopSource] = [:]
-    /// Common observers in the order they were added, so a mode made common later gets them in the
-    /// same relative order (SPEC R25).
-    @exclusivity(unchecked) var commonObservers: [LoopObserver] = []
-
-    @exclusivity(unchecked) var commonDescriptorSources: [ObjectIdentifier: LoopDescriptorSource] = [:]
+    /// Items added to `.common` (SPEC R63), every kind in one table.
+    @exclusivity(unchecked) var commonItems = CommonItems()
 
     /// Registered descriptor sources by epoll token (SPEC R53).
     @exclusivity(unchecked) var descriptorSources: [UInt64: LoopDescriptorSource] = [:]
