@@ -91,16 +91,7 @@ extension Loop {
     /// descriptor of the mode; a stale eventfd write (SPEC M4) or descriptors of other modes (now
     /// paused) send it back to sleep.
     private func sleep(_ run: RunContext, into events: inout WaitEvents) {
-        guard
-            sleepState.compareExchange(
-                expected: Loop.awake, desired: Loop.sleeping, ordering: .sequentiallyConsistent
-            ).exchanged
-        else {
-            // Notified between the decision and now: do not block.
-            sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
-            return
-        }
-        while true {
+        while fallAsleep() {
             blockedInWait.store(true, ordering: .releasing)
             waiter.wait(blocking: true, into: &events)
             blockedInWait.store(false, ordering: .releasing)
@@ -109,15 +100,17 @@ extension Loop {
                 !events.ready.isEmpty && lock.withLock { absorbReadiness(events.ready, in: run.mode) }
             events.ready.removeAll(keepingCapacity: true)
             if previous == Loop.notified || events.deadlineExpired || descriptorReady { return }
-            guard
-                sleepState.compareExchange(
-                    expected: Loop.awake, desired: Loop.sleeping, ordering: .sequentiallyConsistent
-                ).exchanged
-            else {
-                sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
-                return
-            }
         }
+    }
+
+    /// `awake → sleeping`; false if someone notified the loop since it last looked (then it stays
+    /// awake and must not block).
+    private func fallAsleep() -> Bool {
+        let asleep = sleepState.compareExchange(
+            expected: Loop.awake, desired: Loop.sleeping, ordering: .sequentiallyConsistent
+        ).exchanged
+        if !asleep { sleepState.store(Loop.awake, ordering: .sequentiallyConsistent) }
+        return asleep
     }
 
     /// Absorbs the wake: the wait has ended, so a wake-up asks for no more, and the executor
