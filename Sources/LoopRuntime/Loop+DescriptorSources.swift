@@ -107,10 +107,8 @@ extension Loop {
 
     /// Stops watching the source's descriptor. Lock held.
     private func unwatch(_ source: LoopDescriptorSource) {
-        if source.isWatching {  // a paused source is not in the epoll set any more
-            checkedControl(source, "remove") { () throws(LoopSystemError) in
-                try waiter.deregister(source.descriptor)
-            }
+        checkedControl(source, "remove") { () throws(LoopSystemError) in
+            try waiter.deregister(source.descriptor, paused: !source.isWatching)
         }
         state.descriptorSources.removeValue(forKey: source.token)
         state.pausedDescriptorSources.removeAll { $0 === source }
@@ -160,7 +158,7 @@ extension Loop {
         state.pausedDescriptorSources.removeAll { source in
             guard source.modes.contains(mode) else { return false }
             checkedControl(source, "watch") { () throws(LoopSystemError) in
-                try waiter.register(source.descriptor, events: source.events.epollFlags, token: source.token)
+                try waiter.resume(source.descriptor, events: source.events.epollFlags, token: source.token)
             }
             source.isWatching = true
             return true
@@ -182,10 +180,9 @@ extension Loop {
                 relevant = true
                 checkStillRegistered(source)
             } else {
-                // Paused by leaving the epoll set: a registration with no events would still report
-                // EPOLLHUP/EPOLLERR (the kernel always adds them) and make the wait spin.
+                // Paused until a wait in one of its modes (how is the waiter's business).
                 checkedControl(source, "pause") { () throws(LoopSystemError) in
-                    try waiter.deregister(source.descriptor)
+                    try waiter.pause(source.descriptor)
                 }
                 source.isWatching = false
                 state.pausedDescriptorSources.append(source)
@@ -206,7 +203,7 @@ extension Loop {
         source.lastReadyWait = wait
         guard source.readyStreak % 256 == 0 else { return }
         checkedControl(source, "check") { () throws(LoopSystemError) in
-            try waiter.modify(source.descriptor, events: source.events.epollFlags, token: source.token)
+            try waiter.checkRegistration(source.descriptor, events: source.events.epollFlags, token: source.token)
         }
     }
 

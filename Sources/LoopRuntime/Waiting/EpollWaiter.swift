@@ -96,12 +96,26 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
         try control(cloop_epoll_ctl_add(), descriptor, events, token)
     }
 
-    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try control(cloop_epoll_ctl_mod(), descriptor, events, token)
+    func deregister(_ descriptor: Int32, paused: Bool) throws(LoopSystemError) {
+        guard !paused else { return }  // pausing already took it out of the set
+        try control(cloop_epoll_ctl_del(), descriptor, 0, 0)
     }
 
-    func deregister(_ descriptor: Int32) throws(LoopSystemError) {
+    /// Pausing leaves the epoll set (`EPOLL_CTL_DEL`): a registration with no events would still
+    /// report `EPOLLHUP`/`EPOLLERR` (the kernel always adds them) and make the wait spin.
+    func pause(_ descriptor: Int32) throws(LoopSystemError) {
         try control(cloop_epoll_ctl_del(), descriptor, 0, 0)
+    }
+
+    /// Resuming adds it back (`EPOLL_CTL_ADD`), which fails with `EBADF` for a closed descriptor.
+    func resume(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try control(cloop_epoll_ctl_add(), descriptor, events, token)
+    }
+
+    /// `EPOLL_CTL_MOD` with the same events: `EBADF` for a closed descriptor, `ENOENT` when the
+    /// number now names a file that is not in the set.
+    func checkRegistration(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try control(cloop_epoll_ctl_mod(), descriptor, events, token)
     }
 
     private func control(_ operation: Int32, _ descriptor: Int32, _ events: UInt32, _ token: UInt64)

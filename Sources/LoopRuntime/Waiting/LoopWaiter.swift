@@ -39,11 +39,23 @@ protocol LoopWaiter: AnyObject, Sendable {
     /// Safe from any thread.
     func register(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError)
 
-    /// Changes the events watched for `descriptor` (0 pauses it). Safe from any thread.
-    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError)
+    /// Stops watching `descriptor`, which `paused` says was paused (``pause(_:)``) or not. Safe
+    /// from any thread.
+    func deregister(_ descriptor: Int32, paused: Bool) throws(LoopSystemError)
 
-    /// Stops watching `descriptor`. Safe from any thread.
-    func deregister(_ descriptor: Int32) throws(LoopSystemError)
+    /// Stops reporting a registered `descriptor` for now: it is ready, but the loop runs a mode
+    /// its source is not in, and must not wake for it again and again. Until ``resume(_:events:token:)``.
+    /// Called with the loop's lock held.
+    func pause(_ descriptor: Int32) throws(LoopSystemError)
+
+    /// Reports a paused `descriptor` again, for `events` with `token`; throws `EBADF` if it was
+    /// closed while paused. Called with the loop's lock held.
+    func resume(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError)
+
+    /// Checks that `descriptor` is still the registered file (SPEC R53: a descriptor closed while
+    /// registered can stay in the kernel's set through a duplicate and be reported ready for
+    /// ever); throws `EBADF` or `ENOENT` if not. Costs a system call: the loop calls it rarely.
+    func checkRegistration(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError)
 
     /// Releases the waiter's resources. Called once, by the loop, when it is torn down.
     func close()

@@ -84,20 +84,29 @@ final class ManualWaiter: LoopWaiter, Sendable {
         }
     }
 
-    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+    func deregister(_ descriptor: Int32, paused: Bool) throws(LoopSystemError) {
+        guard !paused else { return }  // like epoll: pausing already took it out
+        try state.withLock { (state) throws(LoopSystemError) in
+            guard state.registered.removeValue(forKey: descriptor) != nil else {
+                throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
+            }
+        }
+    }
+    // Modelled on epoll: pausing leaves the set, resuming adds back, checking modifies.
+    func pause(_ descriptor: Int32) throws(LoopSystemError) {
+        try deregister(descriptor, paused: false)
+    }
+
+    func resume(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try register(descriptor, events: events, token: token)
+    }
+
+    func checkRegistration(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
         try state.withLock { (state) throws(LoopSystemError) in
             guard state.registered[descriptor] != nil else {
                 throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
             }
             state.registered[descriptor] = (events, token)
-        }
-    }
-
-    func deregister(_ descriptor: Int32) throws(LoopSystemError) {
-        try state.withLock { (state) throws(LoopSystemError) in
-            guard state.registered.removeValue(forKey: descriptor) != nil else {
-                throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
-            }
         }
     }
 
