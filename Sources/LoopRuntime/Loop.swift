@@ -31,12 +31,17 @@ import Synchronization
 /// - Important: Safe from any thread, except where a member says "call on the loop's thread".
 public final class Loop: @unchecked Sendable, CustomStringConvertible {
     // Thread-safety, by owner:
-    // - immutable after init: `owner`, `waiter`, `isMain`, `lock`, `state` (the reference);
+    // - immutable after init: `owner`, `waiter`, `isMain`, `lock`, `state`, `loopThread` (the
+    //   references);
     // - guarded by `lock`: every field of `state`, of its `ModeState`s, and the loop-side
-    //   bookkeeping of bound items (`LoopTimer.modes`, …);
-    // - atomics: `sleepState`, `blockedInWait` (the wake-up protocol in Loop+Wait.swift), `calloutItem`
-    //   (the callout gate in Loop+Callouts.swift);
-    // - loop thread only: `loopThread` (the pass's buffers, clock and readiness; LoopThreadState.swift).
+    //   bookkeeping of bound items (`LoopTimer.modes`, …); changed only through `change(_:)`
+    //   (Loop+Changes.swift), which applies the one wake rule; atomic mirrors of a few of them
+    //   let the pass skip the lock when there is nothing to do;
+    // - atomics: `sleepState`, `blockedInWait` (the wake-up protocol in Loop+Wait.swift),
+    //   `calloutItem` (the callout gate in Loop+Callouts.swift);
+    // - loop thread only, no lock: `loopThread` (the pass's buffers, clock, descriptor readiness
+    //   and job-queue copy; LoopThreadState.swift).
+    // See "State ownership" in ThreadingModel.md.
 
     /// The thread this loop belongs to.
     let owner: ThreadIdentity
