@@ -106,35 +106,35 @@ public struct LoopActivities: AsyncSequence, Sendable {
 
     /// Adds the observer and returns an iterator over its events.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(mailbox: startObserving())
+        Iterator(handle: MailboxHandle(startObserving()))
     }
 
     /// Iterates the events; ends when its task is cancelled or the loop's thread ends.
     public struct Iterator: AsyncIteratorProtocol {
-        let mailbox: Mailbox<ActivityRing>
+        let handle: MailboxHandle<ActivityRing>
 
         /// The next event, or `nil` once the stream ended.
         public mutating func next() async -> LoopActivityEvent? {
-            await mailbox.receive(isolation: nil).0
+            await handle.mailbox.receive(isolation: nil).0
         }
 
         /// The next event, or `nil` once the stream ended; waits in the caller's isolation, so an
         /// actor pinned to the loop is resumed by a job of the loop itself (`for await` uses this).
         public mutating func next(isolation actor: isolated (any Actor)?) async -> LoopActivityEvent? {
-            await mailbox.receive(isolation: actor).0
+            await handle.mailbox.receive(isolation: actor).0
         }
     }
 
     /// A mailbox fed by a new observer (order `Int.max`) in the stream's modes.
     private func startObserving() -> Mailbox<ActivityRing> {
         let mailbox = Mailbox(
-            on: loop, buffer: ActivityRing(buffering), name: "LoopActivities", noun: "activity stream")
+            on: loop, buffer: ActivityRing(buffering), name: "LoopActivities", noun: "activity stream",
+            batchesOnLoopThread: true)
         let (loop, requested) = (loop, activities)
         // `afterWaiting` and `exit` hand a batch to a consumer on the loop's thread (see
         // `Loop.activities(_:in:buffering:)`), so they are observed whatever was asked for.
         let observer = LoopObserver(activities: requested.union([.afterWaiting, .exit]), order: .max) {
-            [weak mailbox] _, activity in
-            guard let mailbox else { return }
+            _, activity in
             let isBatchPoint = activity == .afterWaiting || activity == .exit
             guard requested.contains(activity) else {
                 return mailbox.send(nil, isBatchPoint: isBatchPoint)

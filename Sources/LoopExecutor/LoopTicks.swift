@@ -65,22 +65,22 @@ public struct LoopTicks: AsyncSequence, Sendable {
 
     /// Starts the timer and returns an iterator over its ticks.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(mailbox: startTimer())
+        Iterator(handle: MailboxHandle(startTimer()))
     }
 
     /// Iterates the ticks; ends when its task is cancelled or the loop's thread ends.
     public struct Iterator: AsyncIteratorProtocol {
-        let mailbox: Mailbox<LatestTick>
+        let handle: MailboxHandle<LatestTick>
 
         /// The next tick, or `nil` once the sequence ended.
         public mutating func next() async -> LoopTick? {
-            await mailbox.receive(isolation: nil).0
+            await handle.mailbox.receive(isolation: nil).0
         }
 
         /// The next tick, or `nil` once the sequence ended; waits in the caller's isolation, so an
         /// actor pinned to the loop is resumed by a job of the loop itself (`for await` uses this).
         public mutating func next(isolation actor: isolated (any Actor)?) async -> LoopTick? {
-            await mailbox.receive(isolation: actor).0
+            await handle.mailbox.receive(isolation: actor).0
         }
     }
 
@@ -90,12 +90,12 @@ public struct LoopTicks: AsyncSequence, Sendable {
         let interval = interval
         let timer = LoopTimer(
             after: interval, interval: interval, tolerance: Swift.min(tolerance, interval / 2)
-        ) { [weak mailbox] timer in
+        ) { timer in
             guard let date = timer.fireDate else { return }
             // A late firing stands for every fire point that has passed since its date: the timer
             // skips them (SPEC R37), so they count as missed now.
             let skipped = Swift.max(0, Int(date.duration(to: .now) / interval))
-            mailbox?.send(LoopTick(date: date, missed: skipped))
+            mailbox.send(LoopTick(date: date, missed: skipped))
         }
         let (loop, modes) = (loop, modes)
         mailbox.attach(start: { for mode in modes { loop.add(timer, forMode: mode) } }, detach: timer.invalidate)

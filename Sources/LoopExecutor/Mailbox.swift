@@ -201,17 +201,25 @@ final class Mailbox<Buffer: MailboxBuffer>: Sendable {
     private let noun: String
     /// Whether the loop's end is an error for the consumer (a sleep) or just the end (a sequence).
     private let loopEndIsFailure: Bool
+    /// A consumer on the loop's own thread takes elements in batches (an activity stream: each
+    /// resumption costs the loop a pass, whose activities would resume it again).
+    private let batchesOnLoopThread: Bool
 
-    init(on loop: Loop, buffer: Buffer, name: String, noun: String, loopEndIsFailure: Bool = false) {
+    init(
+        on loop: Loop, buffer: Buffer, name: String, noun: String, loopEndIsFailure: Bool = false,
+        batchesOnLoopThread: Bool = false
+    ) {
         self.loop = loop
         self.state = Locked(MailboxState(buffer: buffer))
         self.name = name
         self.noun = noun
         self.loopEndIsFailure = loopEndIsFailure
+        self.batchesOnLoopThread = batchesOnLoopThread
     }
 
     deinit {
-        // An abandoned iterator: stop the producer (no consumer can be waiting: it would hold us).
+        // Normally finished already (by its handle, a cancellation, the loop's end or the last
+        // element); if not, stop the producer. No consumer can be waiting: it would hold us.
         finish(drain: false)
     }
 
@@ -260,6 +268,9 @@ final class Mailbox<Buffer: MailboxBuffer>: Sendable {
 
     /// Resumes a waiter, taking a seal hold on the loop it hops onto first. Lock held (see above).
     private func resume(_ resumption: State.Resumption, in state: inout State) {
+        // One consumer, one resumption in flight: the resumed task takes its hold out before it
+        // can wait again.
+        precondition(state.held == nil, "\(name): a seal hold of an earlier resumption was never released")
         state.held = resumption.waiter.hopTarget.holdForResume()
         resumption.waiter.continuation.resume(returning: resumption.value)
     }
@@ -290,7 +301,7 @@ final class Mailbox<Buffer: MailboxBuffer>: Sendable {
 
     private func wait(isolation actor: isolated (any Actor)?) async -> Element? {
         let hopTarget = hopTarget(of: actor)
-        let takesBatches = loop.isCurrentThread
+        let takesBatches = batchesOnLoopThread && loop.isCurrentThread
         // `isolation: actor` makes this closure capture the actor and so run isolated to it
         // (SE-0420). Without it the closure ran on the global pool, and its return hopped back
         // onto the actor: a job enqueued on a loop whose shutdown had already drained.
@@ -307,6 +318,22 @@ final class Mailbox<Buffer: MailboxBuffer>: Sendable {
                 )
             }
         }
+    }
+}
+
+/// A sequence iterator's hold on its mailbox: when the last copy of the iterator goes away, the
+/// mailbox finishes and its producer is detached. The producer (a timer's or observer's handler)
+/// holds the mailbox itself strongly — no weak load per element — and the cycle this makes
+/// through the producer's registration is broken when the mailbox finishes.
+final class MailboxHandle<Buffer: MailboxBuffer>: Sendable {
+    let mailbox: Mailbox<Buffer>
+
+    init(_ mailbox: Mailbox<Buffer>) {
+        self.mailbox = mailbox
+    }
+
+    deinit {
+        mailbox.finish(drain: false)
     }
 }
 

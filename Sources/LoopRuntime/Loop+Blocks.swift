@@ -59,7 +59,7 @@ extension Loop {
             state.blocks.append(queued)
             // Wakes the loop only if it is running a mode the block can run in; a run of another
             // mode finds the block when it starts (SPEC R10, R58).
-            change.queued(.blocks(queued.modes))
+            change.queuedBlock(for: queued.modes)
             return true
         }
     }

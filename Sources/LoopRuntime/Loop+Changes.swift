@@ -22,38 +22,42 @@
 // only a loop sleeping in a mode the queue can run in).
 
 /// What a change means for a run in progress; filled in by the body of ``Loop/change(_:)``.
+///
+/// Each call is judged at once against the run in progress and the mode the loop sleeps in (read
+/// when the change began: a change never alters them), so that the record is a few flags — a
+/// change costs no reference counting, which matters at millions of cross-thread blocks a second.
 struct LoopChange {
-    /// Where new work may run.
-    enum Work {
-        /// Queued blocks of these modes (SPEC R57, R58).
-        case blocks(BlockModes)
-        /// A signalled source: it runs in the modes that contain it.
-        case source(ObjectIdentifier)
-        /// Anything in this mode (it just became common, so `.common` work can run there).
-        case mode(ModeState)
+    /// The innermost running mode and the mode the loop is blocked in, if any (both live: the
+    /// loop's lock is held for the whole change, and modes are never destroyed while their loop is).
+    private unowned(unsafe) let running: ModeState?
+    private unowned(unsafe) let sleeping: ModeState?
+    fileprivate private(set) var notify = false
+    fileprivate private(set) var rearm = false
+    fileprivate private(set) var removedItems = false
+
+    fileprivate init(_ state: LoopState) {
+        running = state.innermostMode
+        sleeping = state.sleepingMode
     }
 
-    fileprivate var work: Work?
-    fileprivate var lookAgain = false
-    fileprivate var removedItems = false
-    fileprivate var movedTimers = false
-    /// The mode the moved timers are in, if it is only one (the usual case): a re-arm is needed
-    /// only if it is the sleeping mode.
-    fileprivate var movedTimersMode: ModeState?
-    fileprivate var movedTimersModes: ModeList?
+    /// A block was queued for `modes` (SPEC R57, R58).
+    mutating func queuedBlock(for modes: BlockModes) {
+        if let running, modes.matches(running) { notify = true }
+    }
 
-    /// Work was queued that may run where `work` says.
-    mutating func queued(_ work: Work) {
-        if self.work == nil {
-            self.work = work
-        } else {
-            lookAgain = true  // two kinds of work in one change: simply look
-        }
+    /// A source was signalled: it runs in the modes that contain it.
+    mutating func signalled(_ source: ObjectIdentifier) {
+        if let running, running.sources[source] != nil { notify = true }
+    }
+
+    /// `mode` just became common, so work queued for `.common` can run there.
+    mutating func madeCommon(_ mode: ModeState) {
+        if mode === running { notify = true }
     }
 
     /// The loop must look again whatever mode it runs (a stop, a wake-up, a drain that may seal).
     mutating func mustLookAgain() {
-        lookAgain = true
+        if running != nil { notify = true }  // SPEC M4: a loop that is not running is not woken
     }
 
     /// Items left modes: the running mode may have nothing left.
@@ -63,23 +67,17 @@ struct LoopChange {
 
     /// Timers of `mode` moved, appeared or disappeared.
     mutating func movedTimers(in mode: ModeState) {
-        if movedTimers, movedTimersMode !== mode { movedTimersMode = nil }
-        if !movedTimers { movedTimersMode = mode }
-        movedTimers = true
+        if mode === sleeping { rearm = true }
     }
 
     /// Timers of `modes` moved, appeared or disappeared.
     mutating func movedTimers(in modes: ModeList) {
-        movedTimers = true
-        movedTimersMode = nil
-        movedTimersModes = modes
+        if let sleeping, modes.contains(sleeping) { rearm = true }
     }
 
-    /// Timers of some modes moved (re-checked against the sleeping mode's heap).
+    /// Timers of some modes moved (the sleeping mode's heap is looked at again).
     mutating func movedTimersSomewhere() {
-        movedTimers = true
-        movedTimersMode = nil
-        movedTimersModes = nil
+        if sleeping != nil { rearm = true }
     }
 }
 
@@ -89,7 +87,7 @@ extension Loop {
     @inline(__always)
     func change<R>(_ body: (inout LoopChange) -> R) -> R {
         let (result, notify): (R, Bool) = lock.withLock {
-            var change = LoopChange()
+            var change = LoopChange(state)
             let result = body(&change)
             return (result, applyWakeRule(change))
         }
@@ -99,28 +97,12 @@ extension Loop {
 
     /// The wake rule. Lock held; true if the loop must be notified after unlocking.
     private func applyWakeRule(_ change: LoopChange) -> Bool {
-        guard let running = state.innermostMode else { return false }  // SPEC M4
-        if change.movedTimers, let sleeping = state.sleepingMode {
-            let affected =
-                change.movedTimersMode.map { $0 === sleeping }
-                ?? change.movedTimersModes.map { $0.contains(sleeping) }
-                ?? true
-            if affected {
-                waiter.arm(min(state.sleepingRunDeadline, sleeping.timerHeap.wakeDeadline()))
-            }
+        if change.rearm, let sleeping = state.sleepingMode {
+            waiter.arm(min(state.sleepingRunDeadline, sleeping.timerHeap.wakeDeadline()))
         }
-        if change.lookAgain { return true }
-        if let work = change.work {
-            switch work {
-            case .blocks(let modes):
-                if modes.matches(running) { return true }
-            case .source(let id):
-                if running.sources[id] != nil { return true }
-            case .mode(let mode):
-                if mode === running { return true }
-            }
-        }
-        if change.removedItems, running.hasNoSourcesOrTimers, !owner.isCurrent {
+        if change.notify { return true }  // only ever set while a run is in progress (SPEC M4)
+        guard change.removedItems, let running = state.innermostMode else { return false }
+        if running.hasNoSourcesOrTimers, !owner.isCurrent {
             // A removal on the loop's own thread, from a callout, leaves the pass alone: emptiness
             // is decided at the end of the pass (SPEC R14).
             state.wakeUpPending = true

@@ -28,7 +28,7 @@ extension Loop {
             // Blocks and executor jobs queued for `.common` can run in `mode` now: a loop running it
             // must look again (it may be asleep, and its executor queues' sleep flags were raised
             // for the modes it could run before).
-            change.queued(.mode(modeState))
+            change.madeCommon(modeState)
             return (scheduled, mode)
         }
         for source in scheduled {

@@ -121,6 +121,7 @@ extension Loop {
         var result: RunResult? = consumeStopRequest(run) ? .stopped : nil
         while result == nil {
             result = runPass(run)
+            loopThread.timePassed()  // each pass reads the clock again, at most once
         }
         notifyObservers(.exit, run.mode)  // SPEC R17
         lock.withLock { state.popRunCall() }

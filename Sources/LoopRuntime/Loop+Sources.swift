@@ -22,7 +22,7 @@ extension Loop {
     @discardableResult
     func add(_ source: LoopSource, forMode mode: Mode, whileDraining: Bool) -> Bool {
         let id = ObjectIdentifier(source)
-        let entered: [Mode]? = change { change in
+        let entered: [Mode]? = change { _ in
             guard whileDraining ? state.lifecycle.acceptsWork : state.lifecycle.acceptsItems else {
                 return nil
             }
@@ -38,16 +38,16 @@ extension Loop {
                 return []
             }
             for modeState in added { modeState.sources[id] = source }
-            if source.isSignalled {
-                queueSignalled(source)
-                change.queued(.source(id))
-            }
+            if source.isSignalled { queueSignalled(source) }
             return added.map(\.mode)
         }
         guard let entered else { return false }
         for mode in entered {
             source.scheduleHandler?(self, mode)
         }
+        // SPEC R51: a sleeping loop hears of an already signalled source after its schedule
+        // callbacks, so it is never performed before them.
+        if source.isSignalled { change { $0.signalled(id) } }
         return true
     }
 
@@ -145,7 +145,7 @@ extension Loop {
         change { change in
             guard state.lifecycle.acceptsWork else { return }
             queueSignalled(source)
-            change.queued(.source(id))
+            change.signalled(id)
         }
     }
 

@@ -146,4 +146,37 @@ struct AsyncTimerTests {
         while await iterator.next() != nil { remaining += 1 }
         #expect(remaining <= 1)
     }
+
+    @Test("Ticks reach an actor pinned to the ticking loop one by one (only activity streams batch on their own loop)")
+    func ticksOnTheLoopsOwnThread() async throws {
+        let thread = try LoopThread(name: "ticks-on-loop")
+        let ticker = Ticker(thread.executor)
+        let consumer = Task { await ticker.take(3) }
+        // A regression leaves the consumer suspended (each tick buffered for a batch that never
+        // comes): cancel it after a generous bound, so the test fails instead of hanging.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(20))
+            consumer.cancel()
+        }
+        let taken = await consumer.value
+        watchdog.cancel()
+        #expect(taken == 3)
+        await thread.shutdown()
+    }
+}
+
+/// An actor pinned to a loop thread that consumes that loop's ticks.
+private actor Ticker: LoopActor {
+    nonisolated let loopExecutor: LoopExecutor
+    init(_ executor: LoopExecutor) { loopExecutor = executor }
+
+    func take(_ count: Int) async -> Int {
+        var taken = 0
+        for await _ in loopExecutor.loop.ticks(every: .milliseconds(5)) {
+            precondition(loopExecutor.loop.isCurrentThread)
+            taken += 1
+            if taken == count { break }
+        }
+        return taken
+    }
 }

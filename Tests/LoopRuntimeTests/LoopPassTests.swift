@@ -137,4 +137,32 @@ struct LoopPassTests {
         #expect(trace.text == "AW a b c")
         #expect(waiter.blockingWaits == 1)
     }
+
+    #if DEBUG
+        @Test(
+            "An empty run call takes the loop's lock twice (entry, exit) and its pass not at all; a blocking pass adds two"
+        )
+        func lockTakenOnlyForWork() {
+            let (loop, waiter) = makeManualLoop()
+            loop.add(keepAliveSource(), forMode: .default)
+            loop.add(LoopTimer(fireAt: waiter.virtualNow + .seconds(3600)) { _ in }, forMode: .default)
+            loop.run(.default, for: .zero)  // warm-up: mode lookups cached, heap mirror set
+            var before = loop.lock.acquisitions.load(ordering: .relaxed)
+            for _ in 0..<10 { loop.run(.default, for: .zero) }
+            #expect(loop.lock.acquisitions.load(ordering: .relaxed) - before == 20)
+
+            // A pass that blocks: the sleep decision and the wake each take it once, and the
+            // end-of-pass check (stop request, emptiness) once more; the timed-out run's entry and
+            // exit are the other two.
+            before = loop.lock.acquisitions.load(ordering: .relaxed)
+            #expect(loop.run(.default, for: .milliseconds(10)) == .timedOut)
+            #expect(loop.lock.acquisitions.load(ordering: .relaxed) - before <= 5)
+
+            // Work makes the pass look: a queued block costs the block steps' lock.
+            before = loop.lock.acquisitions.load(ordering: .relaxed)
+            loop.perform(inModes: [.default]) {}
+            loop.run(.default, for: .zero)
+            #expect(loop.lock.acquisitions.load(ordering: .relaxed) - before > 3)
+        }
+    #endif
 }

@@ -1,4 +1,5 @@
 import CLoopRuntimeShims
+import Synchronization
 
 /// A futex mutex on a word with a stable address. Not owning: see ``LoopLock``, ``Locked`` and
 /// ``LockStripes`` for the owners of the words.
@@ -32,6 +33,11 @@ struct RawLock: @unchecked Sendable {  // the word is only touched by the C lock
 @usableFromInline
 final class LoopLock: Sendable {
     @usableFromInline let raw: RawLock
+    #if DEBUG
+        /// How many times the lock was taken (debug builds only: tests pin how often the pass
+        /// takes it).
+        let acquisitions = Atomic<Int>(0)
+    #endif
 
     @usableFromInline
     init() {
@@ -47,8 +53,18 @@ final class LoopLock: Sendable {
     /// Runs `body` with the lock held and returns its result.
     @inlinable @inline(__always)
     func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        try raw.withLock(body)
+        #if DEBUG
+            countAcquisition()
+        #endif
+        return try raw.withLock(body)
     }
+
+    #if DEBUG
+        @usableFromInline
+        func countAcquisition() {
+            acquisitions.add(1, ordering: .relaxed)
+        }
+    #endif
 }
 
 /// A value and the lock that guards it (an allocation of its own: for objects with few instances;
@@ -97,5 +113,29 @@ enum LockStripes {
         let address = UInt(bitPattern: ObjectIdentifier(object))
         let index = Int((address >> 4) ^ (address >> 12)) & (count - 1)
         return RawLock(word: words + index * stride)
+    }
+}
+
+// A mirror of a locked field is written at every change of the field; rewriting an unchanged value
+// would still take the cache line away from the loop thread that reads it. So: store (releasing)
+// only what is new.
+extension Atomic where Value == Bool {
+    @inline(__always)
+    func update(_ value: Bool) {
+        if load(ordering: .relaxed) != value { store(value, ordering: .releasing) }
+    }
+}
+
+extension Atomic where Value == Int {
+    @inline(__always)
+    func update(_ value: Int) {
+        if load(ordering: .relaxed) != value { store(value, ordering: .releasing) }
+    }
+}
+
+extension Atomic where Value == Int64 {
+    @inline(__always)
+    func update(_ value: Int64) {
+        if load(ordering: .relaxed) != value { store(value, ordering: .releasing) }
     }
 }

@@ -61,12 +61,12 @@ final class LoopState {
 
     /// The FIFO of blocks not yet run (SPEC R57); mirrored by `mayHaveBlocks`.
     @exclusivity(unchecked) var blocks: [QueuedBlock] = [] {
-        didSet { blocksMirror.store(!blocks.isEmpty, ordering: .releasing) }
+        didSet { blocksMirror.update(!blocks.isEmpty) }
     }
     /// Sources signalled since the loop last looked, possibly several times or already performed
     /// elsewhere; step 4 sorts them out (SPEC R46). Mirrored by `mayHaveSignalledSources`.
     @exclusivity(unchecked) var signalledSources: [LoopSource] = [] {
-        didSet { signalledMirror.store(!signalledSources.isEmpty, ordering: .releasing) }
+        didSet { signalledMirror.update(!signalledSources.isEmpty) }
     }
     private let blocksMirror = Atomic<Bool>(false)
     private let signalledMirror = Atomic<Bool>(false)

@@ -18,9 +18,10 @@ final class LoopThreadState {
 
     // MARK: The pass's clock
 
-    /// The loop time last read. The pass reads the clock once — at the run call's entry, or after a
-    /// wait that blocked, or after a callout made it stale — and every step in between uses this:
-    /// a value a little in the past only ever makes a timer fire later, never early (SPEC R34).
+    /// The loop time last read. A pass reads the clock at most once when nothing runs — the first
+    /// pass of a run call uses the reading taken at its entry; a wait that blocked, a callout and
+    /// the end of each pass make it stale — and every step in between uses this: a value a little
+    /// in the past only ever makes a timer fire later, never early (SPEC R34).
     @exclusivity(unchecked) private var lastNow: Int64 = 0
     /// A callout ran, or the loop blocked, since `lastNow` was read.
     @exclusivity(unchecked) private var clockIsStale = true

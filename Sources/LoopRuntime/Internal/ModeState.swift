@@ -23,7 +23,7 @@ final class ModeState {
 
     /// The timers of this mode that are not firing, by fire date; mirrored by `earliestEntry`.
     @exclusivity(unchecked) var timerHeap: TimerHeap {
-        didSet { rootFireDate.store(timerHeap.entries.first?.fireDate ?? .max, ordering: .releasing) }
+        didSet { rootFireDate.update(timerHeap.entries.first?.fireDate ?? .max) }
     }
     /// The fire date of the heap's root, live or stale: no timer of this mode is due before it.
     private let rootFireDate = Atomic<Int64>(.max)
@@ -39,7 +39,7 @@ final class ModeState {
 
     /// How many descriptor sources are in this mode (SPEC R53: they keep it alive).
     @exclusivity(unchecked) var descriptorCount = 0 {
-        didSet { descriptorMirror.store(descriptorCount, ordering: .releasing) }
+        didSet { descriptorMirror.update(descriptorCount) }
     }
     private let descriptorMirror = Atomic<Int>(0)
 

@@ -356,7 +356,7 @@ struct TimerHeap {
 /// Guarded by the loop's lock; `mayHaveEntries` is read without it (loop thread) to skip the lock.
 final class TimerGraveyard {
     @exclusivity(unchecked) var entries: [TimerHeap.Entry] = [] {
-        didSet { mirror.store(!entries.isEmpty, ordering: .releasing) }
+        didSet { mirror.update(!entries.isEmpty) }
     }
     private let mirror = Atomic<Bool>(false)
 
