@@ -13,16 +13,16 @@ import Synchronization
 final class EpollWaiter: LoopWaiter, @unchecked Sendable {
     // The three descriptors are immutable after init and closed once, under `state`'s lock, which
     // `wake()` and `arm(_:)` also take, so no other thread can write to a closed (and perhaps
-    // reused) descriptor number; the lock also guards the armed deadline. `events` is only touched
+    // reused) descriptor number; the armed deadline is an atomic (ArmedDeadline). `events` is only touched
     // by `wait`, on the loop thread.
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
     private struct State {
         var closed = false
-        var armed = ArmedDeadline()
     }
     private let state = Locked(State())
+    private let armed = ArmedDeadline()
     private let events: UnsafeMutablePointer<epoll_event>
     private let eventCapacity: Int32 = 64
 
@@ -65,8 +65,11 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
     func now() -> Int64 { LoopTime.now() }
 
     func arm(_ deadline: Int64) {
+        // Checked without the lock, which a wake-up from another thread takes (see ArmedDeadline).
+        guard armed.needsArming(for: deadline) else { return }
+        armed.didArm(deadline)
         state.withLock { state in
-            guard !state.closed, state.armed.needsArming(for: deadline) else { return }
+            guard !state.closed else { return }
             let value = deadline == LoopTime.distantFuture ? -1 : max(deadline, 1)
             infallibleSyscall("timerfd_settime") { cloop_timerfd_arm(timerFD, value) }
         }
@@ -84,7 +87,7 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
             case Self.timerToken:
                 // Not read: the next arming sets the timerfd again (whatever the date), which
                 // clears it.
-                state.withLock { $0.armed.expired() }
+                armed.expired()
                 result.deadlineExpired = true
             case let token:
                 result.ready.append((token, cloop_epoll_event_flags(events, index)))

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// What one wait observed.
 struct WaitEvents {
     /// The armed deadline passed (the timerfd expired).
@@ -62,22 +64,32 @@ protocol LoopWaiter: AnyObject, Sendable {
 }
 
 /// The deadline a waiter's timer is armed with, so that arming it again is free: an idle loop that
-/// blocks again and again for the same deadline makes no system call (SPEC M7). Every backend
-/// keeps one (epoll's timerfd here; a kqueue `EVFILT_TIMER` would the same way).
-struct ArmedDeadline {
+/// blocks again and again for the same deadline makes no system call (SPEC M7), and takes no lock
+/// that another thread's wake-up takes. Every backend keeps one (epoll's timerfd here; a kqueue
+/// `EVFILT_TIMER` would the same way).
+///
+/// An atomic: `arm` is called with the loop's lock held (so two armings never race), the wait
+/// records an expiration without it. A stale "armed" after an expiration only means the timer
+/// stays expired until the next different deadline — the wait then returns at once, which is
+/// what an expired deadline asks for.
+final class ArmedDeadline: Sendable {
     /// Nothing armed that is known to be pending.
     private static let unknown = Int64.min
-    private var armed = ArmedDeadline.unknown
+    private let armed = Atomic<Int64>(ArmedDeadline.unknown)
 
-    /// True if the timer must be set for `deadline` (and records it as armed).
-    mutating func needsArming(for deadline: Int64) -> Bool {
-        guard armed != deadline else { return false }
-        armed = deadline
-        return true
+    /// True if the timer must be set for `deadline`.
+    @inline(__always)
+    func needsArming(for deadline: Int64) -> Bool {
+        armed.load(ordering: .relaxed) != deadline
     }
 
-    /// The timer expired (its expiration was consumed): the next arming sets it whatever the date.
-    mutating func expired() {
-        armed = ArmedDeadline.unknown
+    /// The timer was set for `deadline`.
+    func didArm(_ deadline: Int64) {
+        armed.store(deadline, ordering: .relaxed)
+    }
+
+    /// The timer expired: the next arming sets it whatever the date.
+    func expired() {
+        armed.store(ArmedDeadline.unknown, ordering: .relaxed)
     }
 }
