@@ -150,18 +150,10 @@ struct LifecycleTests {
         let ticks = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let thread = try LoopThread(name: "two-consumers")
             nonisolated(unsafe) let iterator = thread.loop.ticks(every: .seconds(60)).makeAsyncIterator()
-            let first = Task {
+            try await waitTwice {
                 var mine = iterator
                 _ = await mine.next()
             }
-            // Without the trap both would wait for ever: exit "successfully" instead, failing the test.
-            DispatchQueue.global().asyncAfter(deadline: .now() + 20) { exit(0) }
-            // Let the first consumer wait, then make a second one wait on the same iterator (in
-            // whichever order they arrive, the second one traps).
-            try await Task.sleep(for: .milliseconds(100))
-            var second = iterator
-            _ = await second.next()
-            first.cancel()
         }
         #expect(String(decoding: ticks.standardErrorContent, as: UTF8.self).contains("LoopTicks: two tasks"))
         let activities = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
@@ -170,16 +162,10 @@ struct LifecycleTests {
             // arrives (an `.entry` of the default mode did, when the thread started late).
             nonisolated(unsafe) let iterator = thread.loop.activities(.allActivities, in: ["never-run"])
                 .makeAsyncIterator()
-            let first = Task {
+            try await waitTwice {
                 var mine = iterator
                 _ = await mine.next()
             }
-            // Without the trap both would wait for ever: exit "successfully" instead, failing the test.
-            DispatchQueue.global().asyncAfter(deadline: .now() + 20) { exit(0) }
-            try await Task.sleep(for: .milliseconds(100))
-            var second = iterator
-            _ = await second.next()
-            first.cancel()
         }
         #expect(
             String(decoding: activities.standardErrorContent, as: UTF8.self).contains("LoopActivities: two tasks"))
@@ -223,4 +209,15 @@ func threadCount() -> Int {
         if name != UInt8(ascii: ".") { count += 1 }
     }
     return count
+}
+
+/// Makes a first task and then a second one wait in `next` (in whichever order they arrive, the
+/// second must trap). Without the trap both would wait for ever: after 20 s the process exits
+/// "successfully" instead, which fails the exit test rather than hanging it.
+private func waitTwice(_ next: @escaping @Sendable () async -> Void) async throws {
+    let first = Task { await next() }
+    DispatchQueue.global().asyncAfter(deadline: .now() + 20) { exit(0) }
+    try await Task.sleep(for: .milliseconds(100))
+    await next()
+    first.cancel()
 }
