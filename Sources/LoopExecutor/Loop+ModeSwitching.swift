@@ -33,8 +33,7 @@ extension Loop {
         }
         let outcome = Mailbox(on: self, buffer: SingleValue<Bool>(), name: "Loop.switchMode", noun: "mode switch")
         driver.switchMode(to: mode) { entered in
-            outcome.send(entered)
-            outcome.finish(drain: true)
+            outcome.finish(delivering: entered)
         }
         // The driver answers exactly once, also when its drive ends (`false`).
         let entered = await outcome.receive(isolation: isolation, cancellable: false).0 ?? false

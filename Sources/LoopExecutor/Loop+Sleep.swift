@@ -51,8 +51,7 @@ extension Loop {
         let wakeUp = Mailbox(
             on: self, buffer: SingleValue<Void>(), name: "Loop.sleep", noun: "sleep", loopEndIsFailure: true)
         let timer = LoopTimer(fireAt: deadline, tolerance: tolerance) { [weak wakeUp] _ in
-            wakeUp?.send(())
-            wakeUp?.finish(drain: true)
+            wakeUp?.finish(delivering: ())
         }
         // Invalidating removes the timer from the loop at once (a no-op after it fired).
         wakeUp.attach(start: { for mode in modes { add(timer, forMode: mode) } }, detach: timer.invalidate)

@@ -167,6 +167,14 @@ struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
         var registration: Registration?
     }
 
+    /// Ends the mailbox with one last element (a sleep's wake-up, a mode switch's outcome): a
+    /// waiting consumer gets it, a later one finds it. `nil` if it had already finished.
+    mutating func finish(delivering element: Element) -> Ending? {
+        guard !isFinished else { return nil }
+        buffer.append(element)
+        return finish(drain: true, failure: nil)
+    }
+
     /// Ends the mailbox: `drain` keeps what is buffered for the consumer, which then gets `nil`.
     /// Returns `nil` if it had already finished (the first end wins).
     mutating func finish(drain: Bool, failure: (any Error)?) -> Ending? {
@@ -253,12 +261,22 @@ final class Mailbox<Buffer: MailboxBuffer>: Sendable {
 
     /// Ends the mailbox (see `MailboxState.finish`); the first end wins, with its `failure`.
     func finish(drain: Bool, failure: (any Error)? = nil) {
-        let registration: State.Registration? = state.withLock { state in
-            guard let ending = state.finish(drain: drain, failure: failure) else { return nil }
-            if let resumption = ending.resumption { resume(resumption, in: &state) }
-            return ending.registration
+        complete(state.withLock { $0.finish(drain: drain, failure: failure) })
+    }
+
+    /// Ends the mailbox with a last element (see `MailboxState.finish(delivering:)`).
+    func finish(delivering element: Element) {
+        complete(state.withLock { $0.finish(delivering: element) })
+    }
+
+    /// Detaches the producer, then resumes the waiter: by the time a consumer is back from its
+    /// `await`, the timer or observer is gone from the loop (a finished sleep leaves no timer).
+    private func complete(_ ending: State.Ending?) {
+        guard let ending else { return }
+        ending.registration?.undo()
+        if let resumption = ending.resumption {
+            state.withLock { resume(resumption, in: &$0) }
         }
-        registration?.undo()
     }
 
     /// The loop stopped accepting work: the consumer gets what is buffered, then the end.

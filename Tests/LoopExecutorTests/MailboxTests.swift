@@ -62,6 +62,18 @@ struct MailboxTests {
         #expect(describe(machine.next(waiter(2))) == "deliver nil")
     }
 
+    @Test("Finishing with a last element hands it to the waiter, or keeps it for a later next()")
+    func finishDelivering() {
+        var waiting = Machine(buffer: Queue())
+        #expect(describe(waiting.next(waiter(1))) == "suspend")
+        #expect(describe(waiting.finish(delivering: 9)?.resumption) == "resume 1 with 9")
+        #expect(waiting.finish(delivering: 10) == nil)  // the first end wins
+        var later = Machine(buffer: Queue())
+        #expect(describe(later.finish(delivering: 9)?.resumption) == "none")
+        #expect(describe(later.next(waiter(1))) == "deliver 9")
+        #expect(describe(later.next(waiter(1))) == "deliver nil")
+    }
+
     @Test("A second consumer while one waits is told to trap; one after the other is fine")
     func secondConsumer() {
         var machine = Machine(buffer: Queue())
