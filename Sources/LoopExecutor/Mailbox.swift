@@ -142,11 +142,9 @@ struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
     /// The producer hands over `element` (`nil`: none, only a batch point). Returns the waiter to
     /// resume, if one may have it now.
     mutating func send(_ element: Element?, isBatchPoint: Bool = false) -> Resumption? {
-        guard case .waiting(let waiter) = phase else {
-            if case .open = phase, let element { buffer.append(element) }
-            return nil
-        }
+        guard !isFinished else { return nil }  // dropped
         if let element { buffer.append(element) }
+        guard case .waiting(let waiter) = phase else { return nil }
         if waiter.takesBatches && !isBatchPoint && !buffer.wantsHandOff { return nil }
         guard let value = buffer.removeFirst() else { return nil }
         phase = .open

@@ -66,24 +66,20 @@ extension Loop {
 
     /// A block step (SPEC R19 steps 3, 5, 11): runs, in FIFO order, the queued blocks that match
     /// the running mode. Blocks queued meanwhile wait for the next step (SPEC R59).
-    /// Returns true if a block ran.
-    @discardableResult
-    func runBlocks(_ run: RunContext) -> Bool {
-        guard state.mayHaveBlocks else { return false }  // no lock when nothing is queued
+    func runBlocks(_ run: RunContext) {
+        guard state.mayHaveBlocks else { return }  // no lock when nothing is queued
         var batch = loopThread.blocks
         loopThread.blocks = []
         lock.withLock {
             // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).
             state.blocks.extract(into: &batch) { $0.matches(run.mode) ? .take : .keep }
         }
-        let ran = !batch.isEmpty
         for block in batch {
             block.body()
         }
-        if ran { loopThread.timePassed() }
+        if !batch.isEmpty { loopThread.timePassed() }
         batch.removeAll(keepingCapacity: true)
         loopThread.blocks = batch
-        return ran
     }
 
     /// Runs `block` once, `delay` from now, on the loop's thread in one of `modes` (SPEC R75).

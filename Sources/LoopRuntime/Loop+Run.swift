@@ -140,21 +140,20 @@ extension Loop {
         if !poll { notifyObservers(.beforeWaiting, run.mode) }  // 7
         waitForWork(run, poll: poll)  // 8
         if !poll { notifyObservers(.afterWaiting, run.mode) }  // 9
-        let firedTimers = fireDueTimers(run)  // 10: timers, then ready descriptor sources (SPEC M3)
+        fireDueTimers(run)  // 10: timers, then ready descriptor sources (SPEC M3)
         handled = performReadyDescriptorSources(run) || handled
-        let ranBlocks = runBlocks(run)  // 11
-        return endOfPass(run, handled: handled, ranCallouts: firedTimers || ranBlocks)  // 12
+        runBlocks(run)  // 11
+        return endOfPass(run, handled: handled)  // 12
     }
 
-    /// Step 12, the end-of-pass decision in SPEC R14's precedence. `handled`/`ranCallouts`: a
-    /// source, job, timer or block ran after the wait, so the deadline is checked against a fresh
-    /// clock (the common empty pass reuses the reading taken after its wait).
-    private func endOfPass(_ run: RunContext, handled: Bool, ranCallouts: Bool) -> RunResult? {
+    /// Step 12, the end-of-pass decision in SPEC R14's precedence. The deadline is checked
+    /// against the pass's clock, which every callout since the last reading made stale (the common
+    /// empty pass reuses the reading taken after its wait).
+    private func endOfPass(_ run: RunContext, handled: Bool) -> RunResult? {
         if handled && run.returnAfterSourceHandled { return .handledSource }
         if run.zeroTimeout { return .timedOut }
-        if run.deadline != LoopTime.distantFuture {
-            if handled || ranCallouts { loopThread.timePassed() }
-            if loopThread.now(waiter) >= run.deadline { return .timedOut }
+        if run.deadline != LoopTime.distantFuture && loopThread.now(waiter) >= run.deadline {
+            return .timedOut
         }
         return lock.withLock {
             if state.takeStopRequest(at: run.depth) { return .stopped }

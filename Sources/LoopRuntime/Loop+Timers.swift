@@ -181,12 +181,11 @@ extension Loop {
         }
     }
 
-    /// Step 10, first half: fire the timers of the mode that are due (SPEC R34–R39, R42). Returns
-    /// true if one fired.
-    func fireDueTimers(_ run: RunContext) -> Bool {
+    /// Step 10, first half: fire the timers of the mode that are due (SPEC R34–R39, R42).
+    func fireDueTimers(_ run: RunContext) {
         let now = loopThread.now(waiter)
         // No lock when nothing is due and nothing waits to be released.
-        guard run.mode.mayHaveTimersDue(at: now) || state.timerGraveyard.mayHaveEntries else { return false }
+        guard run.mode.mayHaveTimersDue(at: now) || state.timerGraveyard.mayHaveEntries else { return }
         var due = loopThread.dueTimers
         loopThread.dueTimers = []
         // SPEC R35: collected first, then fired in ascending fire date, ties in add order.
@@ -198,8 +197,7 @@ extension Loop {
         }
         // Released outside the lock: a timer's last release may run user code (see TimerHeap).
         for entry in dead { TimerHeap.release(entry) }
-        let fired = !due.isEmpty
-        if fired {
+        if !due.isEmpty {
             for entry in due {
                 fire(entry, poppedFrom: run.mode)
                 TimerHeap.release(entry)
@@ -207,7 +205,6 @@ extension Loop {
             due.removeAll(keepingCapacity: true)
         }
         loopThread.dueTimers = due
-        return fired
     }
 
     private func fire(_ entry: TimerHeap.Entry, poppedFrom mode: ModeState) {
