@@ -33,7 +33,7 @@ extension Loop {
     /// - Returns: `false` if the loop has ended (the block was not queued and will never run).
     /// - Important: Safe from any thread.
     @discardableResult
-    public func perform(_ block: @escaping @Sendable () -> Void) -> Bool {
+    public func perform(_ block: consuming @escaping @Sendable () -> Void) -> Bool {
         enqueue(QueuedBlock(modes: .common, body: block), naming: [])
     }
 
@@ -44,22 +44,25 @@ extension Loop {
     }
 
     /// ``perform(_:)`` with the refusal of ``performIfOpen(inModes:_:)``.
-    func performIfOpen(_ block: @escaping @Sendable () -> Void) -> Bool {
+    func performIfOpen(_ block: consuming @escaping @Sendable () -> Void) -> Bool {
         enqueue(QueuedBlock(modes: .common, body: block), naming: [], onlyIfOpen: true)
     }
 
-    private func enqueue(_ queued: QueuedBlock, naming modes: [Mode], onlyIfOpen: Bool = false) -> Bool {
-        change { change in
+    private func enqueue(_ queued: consuming QueuedBlock, naming modes: [Mode], onlyIfOpen: Bool = false) -> Bool {
+        // Moved into the queue, not copied: a block costs no reference counting on the way in.
+        var pending = Optional(queued)
+        return change { change in
             guard onlyIfOpen ? state.lifecycle.acceptsItems : state.lifecycle.acceptsWork else {
                 return false
             }
             for mode in modes where mode != .common {
                 _ = state.modeState(mode)  // SPEC R4: a block naming a mode creates it.
             }
-            state.blocks.append(queued)
             // Wakes the loop only if it is running a mode the block can run in; a run of another
             // mode finds the block when it starts (SPEC R10, R58).
-            change.queuedBlock(for: queued.modes)
+            let block = pending.take()!
+            change.queuedBlock(for: block.modes)
+            state.queue(block)
             return true
         }
     }
@@ -70,10 +73,8 @@ extension Loop {
         guard state.mayHaveBlocks else { return }  // no lock when nothing is queued
         var batch = loopThread.blocks
         loopThread.blocks = []
-        lock.withLock {
-            // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).
-            state.blocks.extract(into: &batch) { $0.matches(run.mode) ? .take : .keep }
-        }
+        // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).
+        lock.withLock { state.takeBlocks(for: run.mode, into: &batch) }
         for block in batch {
             block.body()
         }

@@ -27,32 +27,35 @@
 /// when the change began: a change never alters them), so that the record is a few flags — a
 /// change costs no reference counting, which matters at millions of cross-thread blocks a second.
 struct LoopChange {
-    /// The innermost running mode and the mode the loop is blocked in, if any (both live: the
-    /// loop's lock is held for the whole change, and modes are never destroyed while their loop is).
-    private unowned(unsafe) let running: ModeState?
-    private unowned(unsafe) let sleeping: ModeState?
+    /// The innermost running mode and the mode the loop is blocked in, if any, unretained: both
+    /// live while the lock is held for the whole change (their run call holds them), and a change
+    /// must not touch their reference counts (see `LoopState.innermostModeRef`).
+    private let running: Unmanaged<ModeState>?
+    private let sleeping: Unmanaged<ModeState>?
     fileprivate private(set) var notify = false
     fileprivate private(set) var rearm = false
     fileprivate private(set) var removedItems = false
 
+    @inline(__always)
     fileprivate init(_ state: LoopState) {
-        running = state.innermostMode
-        sleeping = state.sleepingMode
+        running = state.innermostModeRef
+        sleeping = state.sleepingModeRef
     }
 
     /// A block was queued for `modes` (SPEC R57, R58).
+    @inline(__always)
     mutating func queuedBlock(for modes: BlockModes) {
-        if let running, modes.matches(running) { notify = true }
+        if let running, running._withUnsafeGuaranteedRef({ modes.matches($0) }) { notify = true }
     }
 
     /// A source was signalled: it runs in the modes that contain it.
     mutating func signalled(_ source: ObjectIdentifier) {
-        if let running, running.sources[source] != nil { notify = true }
+        if let running, running._withUnsafeGuaranteedRef({ $0.sources[source] != nil }) { notify = true }
     }
 
     /// `mode` just became common, so work queued for `.common` can run there.
     mutating func madeCommon(_ mode: ModeState) {
-        if mode === running { notify = true }
+        if Self.same(mode, running) { notify = true }
     }
 
     /// The loop must look again whatever mode it runs (a stop, a wake-up, a drain that may seal).
@@ -67,17 +70,22 @@ struct LoopChange {
 
     /// Timers of `mode` moved, appeared or disappeared.
     mutating func movedTimers(in mode: ModeState) {
-        if mode === sleeping { rearm = true }
+        if Self.same(mode, sleeping) { rearm = true }
     }
 
     /// Timers of `modes` moved, appeared or disappeared.
     mutating func movedTimers(in modes: ModeList) {
-        if let sleeping, modes.contains(sleeping) { rearm = true }
+        if let sleeping, sleeping._withUnsafeGuaranteedRef({ modes.contains($0) }) { rearm = true }
     }
 
     /// Timers of some modes moved (the sleeping mode's heap is looked at again).
     mutating func movedTimersSomewhere() {
         if sleeping != nil { rearm = true }
+    }
+
+    @inline(__always)
+    private static func same(_ mode: ModeState, _ reference: Unmanaged<ModeState>?) -> Bool {
+        reference?.toOpaque() == Unmanaged.passUnretained(mode).toOpaque()
     }
 }
 

@@ -245,8 +245,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         }
         detached.objects.append(contentsOf: state.commonItems.removeAll())
         detached.objects.append(contentsOf: state.signalledSources as [AnyObject])
-        detached.blocks = state.blocks
-        state.blocks.removeAll()
+        detached.blocks = state.takeAllBlocks()
         state.signalledSources.removeAll()
         let end = endNoticeLocked()
         for queue in state.jobQueues { queue.loopEnded(end) }

@@ -223,7 +223,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// - Throws: ``LoopThreadError/shutDown(thread:)`` once a shutdown has begun: the block was not
     ///   queued and will never run.
     /// - Important: Safe from any thread.
-    public func perform(_ block: @escaping @Sendable () -> Void) throws(LoopThreadError) {
+    public func perform(_ block: consuming @escaping @Sendable () -> Void) throws(LoopThreadError) {
         guard loop.performIfOpen(block) else { throw .shutDown(thread: name) }
     }
 

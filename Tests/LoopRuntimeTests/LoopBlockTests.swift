@@ -36,6 +36,34 @@ struct LoopBlockTests {
         #expect(trace.text == "common:modal")
     }
 
+    @Test("R57 R58 a queue of only .common blocks is taken whole in common modes and left whole elsewhere")
+    func commonOnlyQueue() {
+        let (loop, _) = makeManualLoop()
+        let trace = Trace()
+        let tracking: Loop.Mode = "tracking"
+        loop.add(keepAliveSource(), forMode: tracking)
+        loop.perform(inModes: [tracking]) { trace.append("t1") }
+        loop.perform { trace.append("c1") }
+        loop.perform { trace.append("c2") }
+        loop.run(.default, for: .zero)  // a mode-naming block is queued: the walking path
+        #expect(trace.text == "c1 c2")
+        trace.clear()
+        loop.run(tracking, for: .zero)  // takes the last mode-naming block
+        #expect(trace.text == "t1")
+        trace.clear()
+        loop.perform { trace.append("c3") }
+        loop.perform { trace.append("c4") }
+        loop.run(tracking, for: .zero)  // not common: every block stays queued, in order
+        #expect(trace.all.isEmpty)
+        loop.perform(inModes: [tracking]) { trace.append("t2") }
+        loop.perform { trace.append("c5") }
+        loop.run(.default, for: .zero)
+        #expect(trace.text == "c3 c4 c5")
+        trace.clear()
+        loop.run(tracking, for: .zero)
+        #expect(trace.text == "t2")
+    }
+
     @Test("R59 blocks queued while blocks run wait for the next block step")
     func queuedDuringRunWaitForNextStep() {
         let (loop, waiter) = makeManualLoop()

@@ -59,10 +59,16 @@ final class LoopState {
     /// lives as long as something (a pinned actor) holds it, and keeps a `LoopThread` running.
     @exclusivity(unchecked) var attachments: [[Loop.Mode]: WeakObject] = [:]
 
-    /// The FIFO of blocks not yet run (SPEC R57); mirrored by `mayHaveBlocks`.
-    @exclusivity(unchecked) var blocks: [QueuedBlock] = [] {
+    /// The FIFO of blocks not yet run (SPEC R57); mirrored by `mayHaveBlocks`. Changed only through
+    /// `queue(_:)`, `takeBlocks(for:into:)` and `takeAllBlocks()`, which keep `blocksNamingModes`.
+    @exclusivity(unchecked) private(set) var blocks: [QueuedBlock] = [] {
         didSet { blocksMirror.update(!blocks.isEmpty) }
     }
+    /// How many of `blocks` name modes rather than just `.common`. At zero (the usual case) a block
+    /// step takes the whole queue, or nothing, in O(1): the loop's lock is then held for a swap,
+    /// not for a walk that copies every block, so that a thread queueing blocks by the million is
+    /// not parked on the lock while the loop takes a batch.
+    @exclusivity(unchecked) private var blocksNamingModes = 0
     /// Sources signalled since the loop last looked, possibly several times or already performed
     /// elsewhere; step 4 sorts them out (SPEC R46). Mirrored by `mayHaveSignalledSources`.
     @exclusivity(unchecked) var signalledSources: [LoopSource] = [] {
@@ -85,13 +91,20 @@ final class LoopState {
     /// Without the lock (loop thread): false only if no run call has a stop request.
     var mayHaveStopRequest: Bool { pendingStops.load(ordering: .acquiring) > 0 }
 
+    /// The innermost run call's mode, unretained (the record holds it): what every change from
+    /// another thread looks at, read without touching the mode's reference count — a count the loop
+    /// thread updates too, so that retaining it here would bounce its cache line at every change.
+    @exclusivity(unchecked) private(set) var innermostModeRef: Unmanaged<ModeState>? = nil
+
     func pushRunCall(_ mode: ModeState) -> Int {
         runCalls.append(RunCallRecord(mode: mode))
+        innermostModeRef = Unmanaged.passUnretained(mode)
         return runCalls.count - 1
     }
 
     func popRunCall() {
         if runCalls.removeLast().stopRequested { pendingStops.subtract(1, ordering: .releasing) }
+        innermostModeRef = runCalls.last.map { Unmanaged.passUnretained($0.mode) }
     }
 
     /// Asks the run call at `depth` (0 for the outermost) to stop (SPEC R66).
@@ -116,7 +129,12 @@ final class LoopState {
 
     /// While the loop is blocked in its wait: the mode it waits in and the run's deadline, so another
     /// thread that moves a timer of that mode can re-arm the wait (SPEC R41, M7).
-    @exclusivity(unchecked) var sleepingMode: ModeState? = nil
+    var sleepingMode: ModeState? {
+        get { sleepingModeRef?.takeUnretainedValue() }
+        set { sleepingModeRef = newValue.map { Unmanaged.passUnretained($0) } }
+    }
+    /// `sleepingMode`, unretained (the sleeping run call holds it), as `innermostModeRef`.
+    @exclusivity(unchecked) private(set) var sleepingModeRef: Unmanaged<ModeState>? = nil
     @exclusivity(unchecked) var sleepingRunDeadline = LoopTime.distantFuture
 
     /// open → draining → ended (Loop+Lifecycle.swift): consulted by every entry point.
@@ -152,7 +170,42 @@ final class LoopState {
 
     /// True if a queued block may run in `mode` (SPEC R58, R60, M10).
     func hasBlocks(for mode: ModeState) -> Bool {
-        !blocks.isEmpty && blocks.contains { $0.matches(mode) }
+        guard !blocks.isEmpty else { return false }
+        if blocksNamingModes == 0 { return mode.isCommon }
+        return blocks.contains { $0.matches(mode) }
+    }
+
+    /// Queues `block` last (SPEC R57).
+    @inline(__always)
+    func queue(_ block: consuming QueuedBlock) {
+        if !block.modes.isCommon { blocksNamingModes += 1 }
+        blocks.append(block)
+    }
+
+    /// Moves the queued blocks that may run in `mode` to the end of `batch`, in order; the rest stay
+    /// queued, in order (SPEC R58).
+    func takeBlocks(for mode: ModeState, into batch: inout [QueuedBlock]) {
+        guard !blocks.isEmpty else { return }
+        if blocksNamingModes == 0 {
+            // Every block is for `.common`: all of them run in a common mode, none elsewhere.
+            guard mode.isCommon else { return }
+            if batch.isEmpty {
+                swap(&batch, &blocks)
+            } else {
+                batch.append(contentsOf: blocks)
+                blocks.removeAll(keepingCapacity: true)
+            }
+            return
+        }
+        blocks.extract(into: &batch) { $0.matches(mode) ? .take : .keep }
+        blocksNamingModes = blocks.reduce(0) { $0 + ($1.modes.isCommon ? 0 : 1) }
+    }
+
+    /// Empties the queue (the loop's teardown) and returns what it held.
+    func takeAllBlocks() -> [QueuedBlock] {
+        blocksNamingModes = 0
+        defer { blocks = [] }
+        return blocks
     }
 
     /// True if a valid, signalled source of `mode` is waiting to be performed.
@@ -186,5 +239,5 @@ final class LoopState {
     }
 
     /// The innermost running mode, if the loop is running.
-    var innermostMode: ModeState? { runCalls.last?.mode }
+    var innermostMode: ModeState? { innermostModeRef?.takeUnretainedValue() }
 }

@@ -30,6 +30,13 @@ enum BlockModes {
         }
     }
 
+    /// True for `.common` alone, the usual case.
+    @inline(__always)
+    var isCommon: Bool {
+        if case .common = self { return true }
+        return false
+    }
+
     /// The first concrete mode named, or `.default` for `.common` (for the shutdown drain).
     var representative: Loop.Mode {
         switch self {
