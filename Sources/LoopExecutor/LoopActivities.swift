@@ -9,11 +9,25 @@ public struct LoopActivityEvent: Sendable, Hashable, CustomStringConvertible {
     /// The mode being run.
     public let mode: Loop.Mode
     /// When the observer was called.
-    public let time: ContinuousClock.Instant
+    public var time: ContinuousClock.Instant { storedTime.instant }
     /// How many run calls were in progress (1 for an outermost run, more inside nested runs).
     public let depth: Int
     /// How many events the buffering policy dropped since the previous delivered event.
     public let dropped: Int
+    /// `time` as plain data (see `StoredInstant`).
+    private let storedTime: StoredInstant
+
+    init(activity: Loop.Activity, mode: Loop.Mode, time: ContinuousClock.Instant, depth: Int, dropped: Int) {
+        self.init(activity: activity, mode: mode, storedTime: StoredInstant(time), depth: depth, dropped: dropped)
+    }
+
+    private init(activity: Loop.Activity, mode: Loop.Mode, storedTime: StoredInstant, depth: Int, dropped: Int) {
+        self.activity = activity
+        self.mode = mode
+        self.storedTime = storedTime
+        self.depth = depth
+        self.dropped = dropped
+    }
 
     /// `E@default#1`, with `(N dropped)` when events were dropped since the previous one.
     public var description: String {
@@ -21,7 +35,7 @@ public struct LoopActivityEvent: Sendable, Hashable, CustomStringConvertible {
     }
 
     func stamped(dropped: Int) -> LoopActivityEvent {
-        LoopActivityEvent(activity: activity, mode: mode, time: time, depth: depth, dropped: dropped)
+        LoopActivityEvent(activity: activity, mode: mode, storedTime: storedTime, depth: depth, dropped: dropped)
     }
 }
 

@@ -43,10 +43,17 @@ extension Loop {
 /// - Important: A value type; safe from any thread.
 public struct LoopTick: Sendable, Hashable {
     /// The fire point this tick stands for (the timer's scheduled date, not the moment it ran).
-    public let date: ContinuousClock.Instant
+    public var date: ContinuousClock.Instant { storedDate.instant }
     /// How many ticks before this one were not delivered: skipped by the loop (it was busy or in
     /// another mode) or superseded while the consumer was busy.
     public let missed: Int
+    /// `date` as plain data (see `StoredInstant`).
+    private let storedDate: StoredInstant
+
+    init(date: ContinuousClock.Instant, missed: Int) {
+        storedDate = StoredInstant(date)
+        self.missed = missed
+    }
 }
 
 /// The ticks of a repeating loop timer; see `Loop.ticks(every:tolerance:modes:)`.

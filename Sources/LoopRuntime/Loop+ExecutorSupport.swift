@@ -34,6 +34,10 @@ extension Loop {
     /// - Important: Safe from any thread.
     @_spi(LoopExecutorSupport)
     public var innermostRun: (mode: Mode?, depth: Int) {
-        lock.withLock { (state.innermostMode?.mode, state.runCalls.count) }
+        // Run calls are pushed and popped only on the loop's thread (under the lock, for the other
+        // threads' reads), so the loop's thread — an observer of the activity stream, at every
+        // activity — reads them without it.
+        if owner.isCurrent { return (state.innermostMode?.mode, state.runCalls.count) }
+        return lock.withLock { (state.innermostMode?.mode, state.runCalls.count) }
     }
 }

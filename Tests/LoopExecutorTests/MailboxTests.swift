@@ -143,6 +143,18 @@ struct MailboxTests {
         #expect(buffer.removeFirst() == nil)
     }
 
+    @Test("Ticks and activity events give back exactly the instants they were made with")
+    func storedInstants() {
+        let now = ContinuousClock.now
+        for instant in [now, now - .seconds(86_400 * 365), now + .nanoseconds(1), now + .seconds(1 << 40)] {
+            #expect(LoopTick(date: instant, missed: 0).date == instant)
+            let event = LoopActivityEvent(activity: .exit, mode: "m", time: instant, depth: 1, dropped: 0)
+            #expect(event.time == instant)
+            #expect(event.stamped(dropped: 3).time == instant)
+        }
+        #expect(LoopTick(date: now, missed: 0) != LoopTick(date: now + .nanoseconds(1), missed: 0))
+    }
+
     @Test("The activity ring drops by its policy and stamps the drops on the next delivery")
     func activityRing() {
         func event(_ depth: Int) -> LoopActivityEvent {

@@ -77,7 +77,9 @@ public final class Locked<Value>: @unchecked Sendable {  // `value` only touched
     // `value` is only touched inside `withLock`. Inlinable, so that clients in other modules get
     // specialized code (a generic, unspecialized lock costs value-witness calls on every use).
     @usableFromInline let lock = LoopLock()
-    @usableFromInline var value: Value
+    // Unchecked: `withLock` is the only access, and the lock makes it exclusive (a dynamic check
+    // here would cost two runtime calls per critical section).
+    @usableFromInline @exclusivity(unchecked) var value: Value
 
     /// A lock guarding `value`.
     @inlinable
