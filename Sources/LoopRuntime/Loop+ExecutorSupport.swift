@@ -36,8 +36,8 @@ extension Loop {
     public var innermostRun: (mode: Mode?, depth: Int) {
         // Run calls are pushed and popped only on the loop's thread (under the lock, for the other
         // threads' reads), so the loop's thread — an observer of the activity stream, at every
-        // activity — reads them without it.
-        if owner.isCurrent { return (state.innermostMode?.mode, state.runCalls.count) }
+        // activity — reads what push and pop write without it.
+        if owner.isCurrent { return (state.innermostMode?.mode, state.runCallCount) }
         return lock.withLock { (state.innermostMode?.mode, state.runCalls.count) }
     }
 }

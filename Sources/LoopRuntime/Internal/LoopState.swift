@@ -94,17 +94,24 @@ final class LoopState {
     /// The innermost run call's mode, unretained (the record holds it): what every change from
     /// another thread looks at, read without touching the mode's reference count — a count the loop
     /// thread updates too, so that retaining it here would bounce its cache line at every change.
+    /// Written only by `pushRunCall` and `popRunCall`, on the loop's thread, so that thread may read
+    /// it without the lock (the other threads read it with the lock).
     @exclusivity(unchecked) private(set) var innermostModeRef: Unmanaged<ModeState>? = nil
+    /// `runCalls.count`, with the same rule as `innermostModeRef`. (`runCalls` itself is not read
+    /// without the lock: other threads write its elements' stop requests.)
+    @exclusivity(unchecked) private(set) var runCallCount = 0
 
     func pushRunCall(_ mode: ModeState) -> Int {
         runCalls.append(RunCallRecord(mode: mode))
         innermostModeRef = Unmanaged.passUnretained(mode)
+        runCallCount = runCalls.count
         return runCalls.count - 1
     }
 
     func popRunCall() {
         if runCalls.removeLast().stopRequested { pendingStops.subtract(1, ordering: .releasing) }
         innermostModeRef = runCalls.last.map { Unmanaged.passUnretained($0.mode) }
+        runCallCount = runCalls.count
     }
 
     /// Asks the run call at `depth` (0 for the outermost) to stop (SPEC R66).
