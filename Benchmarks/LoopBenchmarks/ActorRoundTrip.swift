@@ -60,6 +60,34 @@ enum ActorRoundTrip {
                 scenario: "actor", metric: "actor → actor call, same loop", unit: "ns",
                 ours: sameLoop, comparisonName: "default actor → default actor", comparison: sameDefault,
                 higherIsBetter: false))
+
+        // The shape users write: a LoopActor calling another LoopActor on the same loop and
+        // touching its own state after each await, so the hop back to the caller is kept (see
+        // BENCHMARKS.md on the optimizer); next to the same shape with default actors, and with a
+        // hand-written stored `unownedExecutor` (what `LoopActor` should cost no more than).
+        let tallier = Tallier(executor: thread.executor, callee: pinned)
+        let throughLoopActor = sample(scale) {
+            nanosecondsPerOperation(calls) { blocking { await tallier.tally(calls) } }
+        }
+        let defaultTallier = DefaultTallier(callee: plain)
+        let defaultTally = sample(scale) {
+            nanosecondsPerOperation(calls) { blocking { await defaultTallier.tally(calls) } }
+        }
+        let storedTallier = StoredExecutorTallier(
+            executor: thread.executor, callee: StoredExecutorCounter(thread.executor))
+        let storedTally = sample(scale) {
+            nanosecondsPerOperation(calls) { blocking { await storedTallier.tally(calls) } }
+        }
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "actor → actor call through LoopActor, same loop", unit: "ns",
+                ours: throughLoopActor, comparisonName: "default actors", comparison: defaultTally,
+                higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "actor → actor call through LoopActor, same loop", unit: "ns",
+                ours: throughLoopActor, comparisonName: "stored unownedExecutor", comparison: storedTally,
+                higherIsBetter: false))
         thread.shutdown()
 
         enqueueCost(scale)
@@ -131,6 +159,57 @@ actor Caller: LoopActor {
         var checksum = 0
         for index in 0..<count { checksum &+= await callee.increment(index) }
         precondition(checksum != 42)
+    }
+}
+
+/// A `LoopActor` that keeps a running total of what its callee returns: its own state, touched
+/// after every await.
+actor Tallier: LoopActor {
+    nonisolated let loopExecutor: LoopExecutor
+    let callee: Counter
+    private var total = 0
+    init(executor: LoopExecutor, callee: Counter) {
+        loopExecutor = executor
+        self.callee = callee
+    }
+    func tally(_ count: Int) async {
+        for index in 0..<count { total &+= await callee.increment(index) }
+        precondition(total != 42)
+    }
+}
+
+actor DefaultTallier {
+    let callee: DefaultCounter
+    private var total = 0
+    init(callee: DefaultCounter) { self.callee = callee }
+    func tally(_ count: Int) async {
+        for index in 0..<count { total &+= await callee.increment(index) }
+        precondition(total != 42)
+    }
+}
+
+/// `Tallier` and `Counter` written without `LoopActor`: the unowned executor stored once.
+actor StoredExecutorCounter {
+    nonisolated let unownedExecutor: UnownedSerialExecutor
+    private var total = 0
+    init(_ executor: LoopExecutor) { unownedExecutor = executor.asUnownedSerialExecutor() }
+    func increment(_ value: Int) -> Int {
+        total &+= value
+        return total
+    }
+}
+
+actor StoredExecutorTallier {
+    nonisolated let unownedExecutor: UnownedSerialExecutor
+    let callee: StoredExecutorCounter
+    private var total = 0
+    init(executor: LoopExecutor, callee: StoredExecutorCounter) {
+        unownedExecutor = executor.asUnownedSerialExecutor()
+        self.callee = callee
+    }
+    func tally(_ count: Int) async {
+        for index in 0..<count { total &+= await callee.increment(index) }
+        precondition(total != 42)
     }
 }
 

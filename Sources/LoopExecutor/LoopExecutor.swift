@@ -36,8 +36,8 @@
 ///
 /// - Important: Safe from any thread. Jobs run on the loop's thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable, CustomStringConvertible {
-    // Thread-safety: `loop`, `queue` and `lease` are immutable after init; the queue synchronizes
-    // itself.
+    // Thread-safety: `loop`, `queue`, `lease` and `unownedSerial` are immutable after init (set
+    // before the executor is shared); the queue synchronizes itself.
 
     /// The loop whose thread runs the jobs.
     public let loop: Loop
@@ -45,6 +45,10 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     /// Keeps the loop's `LoopThread` (if a `LoopThread` owns the loop) running while this executor
     /// lives.
     private let lease: AnyObject?
+    /// This executor as an unowned serial executor, made once: every hop between actors pinned to
+    /// the loop asks for it (through `LoopActor.unownedExecutor`), and making it costs a lazy
+    /// witness-table lookup. Written only in `init`, before the executor is shared.
+    @usableFromInline @exclusivity(unchecked) private(set) var unownedSerial = MainActor.sharedUnownedExecutor
 
     /// Creates an executor of its own on `loop`. Prefer `Loop.executor(modes:)`,
     /// which shares one executor per loop and mode list.
@@ -67,8 +71,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
             // inline. Jobs that arrive through a task-executor preference run fine this way: they
             // are on the loop's thread, and the runtime sends their next nonisolated step here
             // again.
-            job.runSynchronously(on: self.asUnownedSerialExecutor())
+            job.runSynchronously(on: self.unownedSerial)
         }
+        unownedSerial = UnownedSerialExecutor(ordinary: self)
     }
 
     deinit {
@@ -98,8 +103,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     }
 
     /// This executor as an unowned serial executor.
+    @inlinable
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
-        UnownedSerialExecutor(ordinary: self)
+        unownedSerial
     }
 
     /// This executor as an unowned task executor.
@@ -177,7 +183,11 @@ public protocol LoopActor: Actor {
 
 extension LoopActor {
     /// The actor's executor: ``loopExecutor``.
+    ///
+    /// Inlinable and stored by the executor, so that a hop between pinned actors costs two loads
+    /// here, as much as an actor that stores its `UnownedSerialExecutor` itself.
+    @inlinable
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
-        loopExecutor.asUnownedSerialExecutor()
+        loopExecutor.unownedSerial
     }
 }
