@@ -207,13 +207,18 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
             block()
             return
         }
-        let done = waitUntilDone ? DispatchSemaphore(value: 0) : nil
+        guard waitUntilDone else {
+            // The block itself is queued: no wrapping closure to allocate.
+            guard loop.performIfOpen(inModes: modes, block) else { throw .shutDown(thread: name) }
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
         let queued = loop.performIfOpen(inModes: modes) {
             block()
-            done?.signal()
+            done.signal()
         }
         guard queued else { throw .shutDown(thread: name) }
-        done?.wait()
+        done.wait()
     }
 
     /// Queues `block` on the thread's loop in the common modes, in issue order, waking it

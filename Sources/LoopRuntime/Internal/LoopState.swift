@@ -2,7 +2,9 @@ import Synchronization
 
 /// One run call in progress (possibly nested): what other threads may need to see of it.
 struct RunCallRecord {
-    let mode: ModeState
+    /// Unowned: a loop never destroys a mode (its table keeps every mode it made for its life), so
+    /// a run call costs no reference counting for its record.
+    unowned(unsafe) let mode: ModeState
     /// `stop()` was called while this was the innermost run call (SPEC R66).
     var stopRequested = false
 }
