@@ -27,9 +27,9 @@
 /// when the change began: a change never alters them), so that the record is a few flags — a
 /// change costs no reference counting, which matters at millions of cross-thread blocks a second.
 struct LoopChange {
-    /// The innermost running mode and the mode the loop is blocked in, if any, unretained: both
-    /// live while the lock is held for the whole change (their run call holds them), and a change
-    /// must not touch their reference counts (see `LoopState.innermostModeRef`).
+    /// The innermost running mode and the mode the loop is blocked in, if any, unretained: a loop
+    /// never destroys a mode, and a change must not touch their reference counts (see
+    /// `LoopState.innermostModeRef`).
     private let running: Unmanaged<ModeState>?
     private let sleeping: Unmanaged<ModeState>?
     fileprivate private(set) var notify = false

@@ -93,7 +93,7 @@ final class LoopState {
     /// Without the lock (loop thread): false only if no run call has a stop request.
     var mayHaveStopRequest: Bool { pendingStops.load(ordering: .acquiring) > 0 }
 
-    /// The innermost run call's mode, unretained (the record holds it): what every change from
+    /// The innermost run call's mode, unretained (a loop never destroys a mode): what every change from
     /// another thread looks at, read without touching the mode's reference count — a count the loop
     /// thread updates too, so that retaining it here would bounce its cache line at every change.
     /// Written only by `pushRunCall` and `popRunCall`, on the loop's thread, so that thread may read
@@ -142,7 +142,7 @@ final class LoopState {
         get { sleepingModeRef?.takeUnretainedValue() }
         set { sleepingModeRef = newValue.map { Unmanaged.passUnretained($0) } }
     }
-    /// `sleepingMode`, unretained (the sleeping run call holds it), as `innermostModeRef`.
+    /// `sleepingMode`, unretained (a loop never destroys a mode), as `innermostModeRef`.
     @exclusivity(unchecked) private(set) var sleepingModeRef: Unmanaged<ModeState>? = nil
     @exclusivity(unchecked) var sleepingRunDeadline = LoopTime.distantFuture
 
