@@ -30,8 +30,8 @@ struct RawLock: @unchecked Sendable {  // the word is only touched by the C lock
 ///
 /// A loop's lock guards fields of several objects (its mode table and the bookkeeping its items
 /// keep for it), so the lock does not own the data; every guarded field says so in a comment.
-@usableFromInline
-final class LoopLock: Sendable {
+@_spi(LoopExecutorSupport)
+public final class LoopLock: Sendable {
     @usableFromInline let raw: RawLock
     #if DEBUG
         /// How many times the lock was taken (debug builds only: tests pin how often the pass
@@ -39,8 +39,8 @@ final class LoopLock: Sendable {
         let acquisitions = Atomic<Int>(0)
     #endif
 
-    @usableFromInline
-    init() {
+    /// A new, unlocked lock.
+    public init() {
         let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
         word.initialize(to: 0)
         raw = RawLock(word: word)
@@ -50,9 +50,9 @@ final class LoopLock: Sendable {
         raw.word.deallocate()
     }
 
-    /// Runs `body` with the lock held and returns its result.
+    /// Runs `body` with the lock held and returns its result. Never call out to user code inside.
     @inlinable @inline(__always)
-    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         #if DEBUG
             countAcquisition()
         #endif
