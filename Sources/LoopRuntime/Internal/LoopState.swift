@@ -21,7 +21,9 @@ struct RunCallRecord {
 /// access on the hot path.
 final class LoopState {
     /// Concrete modes, created on demand (SPEC R4).
-    @exclusivity(unchecked) var modes: [Loop.Mode: ModeState] = [:]
+    /// Never shrinks: a loop keeps every mode it made for its life, which is what lets run calls,
+    /// the sleeping state and changes hold modes unretained (`RunCallRecord`, `innermostModeRef`).
+    @exclusivity(unchecked) private(set) var modes: [Loop.Mode: ModeState] = [:]
     /// The common set (SPEC R62): starts as `{default}`, only grows.
     @exclusivity(unchecked) var commonModes: Set<Loop.Mode> = [.default]
     /// Items added to `.common` (SPEC R63), every kind in one table.
