@@ -152,6 +152,16 @@ struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
         return Resumption(waiter: waiter, value: value)
     }
 
+    /// ``send(_:isBatchPoint:)`` for the usual case, no consumer waiting: keeps the element and
+    /// returns true. False (nothing done) if a consumer waits or the mailbox has finished: then
+    /// `send` decides. It returns no `Resumption?`, whose destruction in the caller went through
+    /// value witnesses — most of an activity event's cost on the loop thread.
+    mutating func keepIfNobodyWaits(_ element: Element?) -> Bool {
+        guard case .open = phase else { return false }
+        if let element { buffer.append(element) }
+        return true
+    }
+
     /// Records the producer's registration; `false` if the mailbox finished meanwhile (then the
     /// caller undoes it).
     mutating func attach(_ registration: Registration) -> Bool {
@@ -274,6 +284,7 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     /// batches). Dropped once the mailbox has finished.
     func send(_ element: Element?, isBatchPoint: Bool = false) {
         withState { state in
+            if state.keepIfNobodyWaits(element) { return }
             guard let resumption = state.send(element, isBatchPoint: isBatchPoint) else { return }
             resume(resumption, in: &state)
         }

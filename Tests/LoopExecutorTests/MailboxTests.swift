@@ -132,6 +132,23 @@ struct MailboxTests {
         #expect(!attachedAfterEnd)
     }
 
+    @Test("Keeping an element when nobody waits does what send does, and leaves waiting and finished mailboxes to send")
+    func keepIfNobodyWaits() {
+        var machine = Machine(buffer: Queue())
+        let keptWhileOpen = machine.keepIfNobodyWaits(1)
+        let keptBatchPoint = machine.keepIfNobodyWaits(nil)  // a batch point with nothing to keep
+        #expect(keptWhileOpen && keptBatchPoint)
+        #expect(describe(machine.next(waiter(1))) == "deliver 1")
+        #expect(describe(machine.next(waiter(1))) == "suspend")
+        let keptWhileWaiting = machine.keepIfNobodyWaits(2)  // a waiter: send must resume it
+        #expect(!keptWhileWaiting)
+        #expect(describe(machine.send(2)) == "resume 1 with 2")
+        _ = machine.finish(drain: false, failure: nil)
+        let keptWhenFinished = machine.keepIfNobodyWaits(3)  // finished: send drops it
+        #expect(!keptWhenFinished)
+        #expect(describe(machine.next(waiter(2))) == "deliver nil")
+    }
+
     @Test("The latest-tick buffer folds superseded ticks into the missed count (SPEC R37)")
     func latestTick() {
         var buffer = LatestTick()
