@@ -184,10 +184,10 @@ public protocol LoopActor: Actor {
 extension LoopActor {
     /// The actor's executor: ``loopExecutor``.
     ///
-    /// Inlinable and stored by the executor, so that a hop between pinned actors costs two loads
-    /// here, as much as an actor that stores its `UnownedSerialExecutor` itself.
+    /// Inlinable, and the executor stores its unowned form, so that a hop between pinned actors
+    /// costs two loads here, as much as an actor that stores its `UnownedSerialExecutor` itself.
     @inlinable
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
-        loopExecutor.unownedSerial
+        loopExecutor.asUnownedSerialExecutor()
     }
 }
