@@ -47,5 +47,105 @@ enum TimerThroughput {
             ResultLine(
                 scenario: "timers", metric: "\(count) random timers scheduled + fired", unit: "timers/s",
                 ours: ours, comparisonName: "CFRunLoopTimer", comparison: theirs, higherIsBetter: true))
+
+        for pending in scale.quick ? [1_000, 5_000] : [10_000, 100_000, 1_000_000] {
+            scheduleCost(pending: pending, offsets: offsets, scale: scale)
+        }
+        memory(count: count, offsets: offsets, scale: scale)
+    }
+
+    /// The cost of creating and adding one timer when `pending` timers are pending in the mode
+    /// (all far in the future, so none fires), ours and CF's; each sample ends by invalidating them.
+    /// The figure should not grow with `pending` (a flat schedule cost, issue #14).
+    private static func scheduleCost(pending: Int, offsets: [Int64], scale: Scale) {
+        let loop = Loop.current
+        let ours = sample(scale) {
+            var timers: [LoopTimer] = []
+            timers.reserveCapacity(pending)
+            let base = ContinuousClock.now + .seconds(3_600)
+            let cost = nanosecondsPerOperation(pending) {
+                for index in 0..<pending {
+                    let timer = LoopTimer(fireAt: base + .nanoseconds(offsets[index % offsets.count])) { _ in }
+                    loop.add(timer, forMode: .default)
+                    timers.append(timer)
+                }
+            }
+            for timer in timers { timer.invalidate() }
+            loop.run(.default, for: .zero)  // gives the invalidated timers back
+            return cost
+        }
+        // CF keeps a mode's timers in a sorted array (an insertion moves half of it): a million
+        // pending would take minutes, so it is compared up to 100,000.
+        let runLoop = CFRunLoopGetCurrent()
+        let theirs: Stats? =
+            pending > 100_000
+            ? nil
+            : sample(scale) {
+                var timers: [CFRunLoopTimer] = []
+                timers.reserveCapacity(pending)
+                let base = CFAbsoluteTimeGetCurrent() + 3_600
+                let cost = nanosecondsPerOperation(pending) {
+                    for index in 0..<pending {
+                        let date = base + Double(offsets[index % offsets.count]) / 1e9
+                        let timer = CFRunLoopTimerCreateWithHandler(nil, date, 0, 0, 0) { _ in }!
+                        CFRunLoopAddTimer(runLoop, timer, kCFRunLoopDefaultMode)
+                        timers.append(timer)
+                    }
+                }
+                for timer in timers { CFRunLoopTimerInvalidate(timer) }
+                return cost
+            }
+        Report.add(
+            ResultLine(
+                scenario: "timers", metric: "schedule cost per timer, \(pending) pending", unit: "ns",
+                ours: ours, comparisonName: theirs == nil ? nil : "CFRunLoopTimer", comparison: theirs,
+                higherIsBetter: false))
+    }
+
+    /// Resident memory per pending timer (a handler capturing nothing, so no closure context is
+    /// allocated: the figure is the timer and the loop's bookkeeping), and how much of the growth
+    /// is still resident after every timer was invalidated and the loop ran one pass.
+    private static func memory(count: Int, offsets: [Int64], scale: Scale) {
+        let loop = Loop.current
+        var perTimer: [Double] = []
+        var left: [Double] = []
+        for _ in 0..<(scale.repetitions + 1) {
+            loop.run(.default, for: .zero)
+            let before = residentBytes()
+            var timers: [LoopTimer] = []
+            timers.reserveCapacity(count)
+            let arrayBytes = residentBytes() - before  // the test's own array, not the loop's
+            let base = ContinuousClock.now + .seconds(3_600)
+            for offset in offsets.prefix(count) {
+                let timer = LoopTimer(fireAt: base + .nanoseconds(offset)) { _ in }
+                loop.add(timer, forMode: .default)
+                timers.append(timer)
+            }
+            let pending = residentBytes()
+            for timer in timers { timer.invalidate() }
+            timers = []
+            loop.run(.default, for: .zero)
+            let after = residentBytes()
+            perTimer.append(Double(pending - before - arrayBytes) / Double(count))
+            left.append(Double(after) / Double(before))
+        }
+        // The first round is the warm-up (the allocator settles its thresholds).
+        Report.add(
+            ResultLine(
+                scenario: "timers", metric: "resident bytes per pending timer (\(count))", unit: "B",
+                ours: Stats(Array(perTimer.dropFirst())), comparisonName: nil, comparison: nil,
+                higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "timers", metric: "resident after \(count) invalidated / before", unit: "×",
+                ours: Stats(Array(left.dropFirst())), comparisonName: nil, comparison: nil,
+                higherIsBetter: false))
+    }
+
+    /// The process's resident set, from /proc/self/statm.
+    private static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        return fields.count > 1 ? (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE))) : 0
     }
 }

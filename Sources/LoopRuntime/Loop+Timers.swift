@@ -1,3 +1,5 @@
+import CLoopRuntimeShims
+
 extension Loop {
     /// Adds `timer` to `mode` (every common mode for ``Mode/common``, SPEC R63).
     ///
@@ -107,30 +109,29 @@ extension Loop {
         timer.modes.append(modeState)
         modeState.timerCount += 1
         if !timer.isFiring {
-            let (fireDate, tolerance) = timer.withShared { ($0.fireDate, $0.tolerance) }
-            modeState.timerHeap.push(entry(for: timer, fireDate: fireDate, tolerance: tolerance))
+            modeState.timerHeap.push(entry(for: timer, fireDate: timer.boundSchedule.fireDate))
         }
     }
 
-    /// A heap entry for the timer's current schedule. Lock held.
-    private func entry(for timer: LoopTimer, fireDate: Int64, tolerance: Int64) -> TimerHeap.Entry {
-        timer.latestFireDate = LoopTime.adding(tolerance, to: fireDate)
-        return TimerHeap.Entry(
-            fireDate: fireDate, sequence: timer.sequence, generation: timer.generation, timer: timer)
+    /// A heap entry for the timer's current fire date. Lock held.
+    @inline(__always)
+    private func entry(for timer: LoopTimer, fireDate: Int64) -> TimerHeap.Entry {
+        TimerHeap.Entry(fireDate: fireDate, generation: timer.generation, timer: timer)
     }
 
     /// Makes every heap entry of `timer` stale (O(1) per mode). `popped` is a mode whose entry
     /// was already taken out of its heap. Lock held.
     private func retireEntries(of timer: LoopTimer, popped: ModeState? = nil) {
+        // The generation first: noting an entry stale may compact the heap, which must see it so.
+        timer.generation &+= 1
         if !timer.isFiring {
             for mode in timer.modes where mode !== popped { mode.timerHeap.noteStale() }
         }
-        timer.generation &+= 1
     }
 
     /// Gives `timer` a fresh entry in each of its modes. Lock held; the timer has none live.
-    private func pushEntries(of timer: LoopTimer, fireDate: Int64, tolerance: Int64) {
-        let fresh = entry(for: timer, fireDate: fireDate, tolerance: tolerance)
+    private func pushEntries(of timer: LoopTimer, fireDate: Int64) {
+        let fresh = entry(for: timer, fireDate: fireDate)
         for mode in timer.modes { mode.timerHeap.push(fresh) }
     }
 
@@ -142,8 +143,7 @@ extension Loop {
         timer.modes.remove(modeState)
         modeState.timerCount -= 1
         if hadEntries {
-            let (fireDate, tolerance) = timer.withShared { ($0.fireDate, $0.tolerance) }
-            pushEntries(of: timer, fireDate: fireDate, tolerance: tolerance)
+            pushEntries(of: timer, fireDate: timer.boundSchedule.fireDate)
         }
     }
 
@@ -169,14 +169,14 @@ extension Loop {
     /// (SPEC R40). Called by `LoopTimer` from any thread.
     func reschedule(_ timer: LoopTimer, _ update: (inout LoopTimer.Shared) -> Void) {
         change { change in
-            let dates: (Int64, Int64)? = timer.withShared {
+            let fireDate: Int64? = timer.withShared {
                 guard $0.isValid else { return nil }
                 update(&$0)
-                return ($0.fireDate, $0.tolerance)
+                return $0.fireDate
             }
-            guard let (fireDate, tolerance) = dates, !timer.isFiring else { return }
+            guard let fireDate, !timer.isFiring else { return }
             retireEntries(of: timer)
-            pushEntries(of: timer, fireDate: fireDate, tolerance: tolerance)
+            pushEntries(of: timer, fireDate: fireDate)
             change.movedTimers(in: timer.modes)
         }
     }
@@ -189,32 +189,66 @@ extension Loop {
         var due = loopThread.dueTimers
         loopThread.dueTimers = []
         // SPEC R35: collected first, then fired in ascending fire date, ties in add order.
-        let dead: [TimerHeap.Entry] = lock.withLock {
+        var dead: [TimerHeap.Entry] = lock.withLock {
             if !run.mode.timerHeap.isEmpty {
                 run.mode.timerHeap.popDue(asOf: now, into: &due)
             }
             return run.mode.timerHeap.takeGraveyard()
         }
         // Released outside the lock: a timer's last release may run user code (see TimerHeap).
-        for entry in dead { TimerHeap.release(entry) }
+        if !dead.isEmpty { releaseDropped(&dead) }
         if !due.isEmpty {
-            for entry in due {
-                fire(entry, poppedFrom: run.mode)
-                TimerHeap.release(entry)
+            // A big batch's references are given back after it, in memory order: a million timers
+            // freed in deadline order scatter the allocator's free lists, and every allocation
+            // after them (the next million timers) then misses the cache once or twice.
+            let releaseAfterBatch = due.count >= TimerHeap.addressOrderThreshold
+            due.withUnsafeBufferPointer { batch in
+                for index in batch.indices {
+                    // A big batch touches a timer object per entry in deadline order, not memory
+                    // order: start loading the ones a few entries ahead so the misses overlap.
+                    if index + Self.prefetchDistance < batch.count {
+                        let address = UnsafeRawPointer(batch[index + Self.prefetchDistance].timerRef.toOpaque())
+                        cloop_prefetch(address)
+                        cloop_prefetch(address + 64)
+                    }
+                    let entry = batch[index]
+                    entry.withTimer { fire($0, entry, poppedFrom: run.mode) }
+                    if !releaseAfterBatch { TimerHeap.release(entry) }
+                }
             }
-            due.removeAll(keepingCapacity: true)
+            if releaseAfterBatch {
+                TimerHeap.release(&due)  // and gives the big buffer back
+            } else {
+                due.removeAll(keepingCapacity: true)
+            }
         }
         loopThread.dueTimers = due
     }
 
-    private func fire(_ entry: TimerHeap.Entry, poppedFrom mode: ModeState) {
-        let timer = entry.timer
+    /// Releases timer-heap entries dropped by invalidations, removals and moves. After a very large
+    /// number at once (a teardown: tens of thousands of timers invalidated), the freed memory is
+    /// handed back to the system too; glibc would keep it on its free lists otherwise.
+    private func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
+        let count = dead.count
+        TimerHeap.release(&dead)
+        if count >= Self.returnMemoryThreshold { cloop_return_free_memory() }
+    }
+
+    /// Dropping this many timers in one pass returns the freed memory to the system.
+    static let returnMemoryThreshold = 65_536
+
+    /// How many due timers ahead `fireDueTimers` prefetches: enough to cover a memory latency with
+    /// the work of firing the ones in between, few enough to stay in the L1 cache.
+    private static let prefetchDistance = 8
+
+    /// Fires one due entry's timer (borrowed from the entry's retain).
+    private func fire(_ timer: LoopTimer, _ entry: TimerHeap.Entry, poppedFrom mode: ModeState) {
         let serviced: Int64? = lock.withLock {
             // Moved, removed, invalidated or fired by an earlier callout of this batch: the entry
-            // went stale (and the change pushed whatever entries the timer needs now).
-            guard entry.isLive, !timer.isFiring, timer.withShared({ $0.isValid }) else {
-                return nil
-            }
+            // went stale (and the change pushed whatever entries the timer needs now). A timer
+            // invalidated on another thread whose entries are not retired yet is caught by the
+            // callout gate below.
+            guard entry.generation == timer.generation, !timer.isFiring else { return nil }
             // SPEC R42: while firing, the timer has no live entry, so nested runs skip it and
             // waits ignore it. Its entry in this mode was popped already.
             retireEntries(of: timer, popped: mode)
@@ -225,7 +259,14 @@ extension Loop {
 
         // The callout gate (Loop+Callouts.swift): `invalidate()` from another thread waits for it.
         guard let previous = beginCallout(timer, isValid: { timer.isValid }) else {
-            lock.withLock { timer.isFiring = false }
+            // Invalidated meanwhile: leave every mode now, while the timer is still marked firing
+            // (it has no live entries to retire); the invalidation's own removal then finds
+            // nothing left to do.
+            change { change in
+                removeInvalidatedLocked(timer, &change)
+                timer.isFiring = false
+                change.removedItemsFromModes()
+            }
             return
         }
         timer.handler(timer)
@@ -243,7 +284,7 @@ extension Loop {
                 return
             }
             timer.isFiring = false
-            let dates: (Int64, Int64)? = timer.withShared {
+            let fireDate: Int64? = timer.withShared {
                 guard $0.isValid else { return nil }  // SPEC R39
                 // SPEC R38: a date set during the callout counts as now if it is in the past (R32);
                 // then, if later than the date serviced, it is kept (a past date: due again at once);
@@ -252,10 +293,10 @@ extension Loop {
                 if $0.fireDate <= serviced {
                     $0.fireDate = Self.nextFireDate(after: serviced, interval: timer.intervalNanoseconds, now: now)
                 }
-                return ($0.fireDate, $0.tolerance)
+                return $0.fireDate
             }
-            guard let (fireDate, tolerance) = dates else { return }
-            pushEntries(of: timer, fireDate: fireDate, tolerance: tolerance)
+            guard let fireDate else { return }
+            pushEntries(of: timer, fireDate: fireDate)
         }
     }
 

@@ -23,21 +23,25 @@ import Synchronization
 ///   modes re-arms its wait without a wake-up (SPEC R40, R41). The handler runs on the loop's
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
-    // Thread-safety: `interval`, `intervalNanoseconds` and `handler` are immutable. `shared` is
-    // guarded by the timer's stripe lock (`withShared`). `modes`, `generation`, `latestFireDate`,
-    // `isFiring` and `sequence` are guarded by the lock of the loop the timer is bound to (only
-    // that loop touches them, always holding its lock). Lock order: loop lock, then the stripe lock.
+    // Thread-safety: `intervalNanoseconds` and `handler` are immutable. `shared` is guarded by the
+    // timer's stripe lock (`withShared`); once the timer is bound, its schedule (`fireDate`,
+    // `tolerance`) changes only with the bound loop's lock held too (`Loop.reschedule`), so that
+    // loop may read it under its own lock alone. `modes`, `generation`, `isFiring` and `sequence`
+    // are guarded by the lock of the loop the timer is bound to (only that loop touches them,
+    // always holding its lock). Lock order: loop lock, then the stripe lock.
+    //
+    // The stored properties are ordered to pack into 88 bytes: a pending timer's memory is part
+    // of the timer budget (BENCHMARKS.md, "Timers"), and a 96-byte allocation is one malloc size
+    // class below the 112/128-byte ones and freed without coalescing.
 
-    /// The interval of a repeating timer; `nil` for a one-shot timer.
-    public let interval: Duration?
-    let intervalNanoseconds: Int64
     let handler: @Sendable (LoopTimer) -> Void
+    let intervalNanoseconds: Int64
 
     struct Shared {
-        var binding = LoopBinding()
-        var isValid = true
         var fireDate: Int64
         var tolerance: Int64
+        var binding = LoopBinding()
+        var isValid = true
     }
     /// Guarded by the timer's stripe lock (`withShared`).
     @exclusivity(unchecked) private var sharedState: Shared
@@ -48,16 +52,29 @@ public final class LoopTimer: @unchecked Sendable {
         try LockStripes.lock(for: self).withLock { () throws(E) -> R in try body(&sharedState) }
     }
 
-    /// The concrete modes of the bound loop the timer is in.
-    @exclusivity(unchecked) var modes = ModeList()
-    /// Bumped whenever the schedule changes; heap entries of older generations are stale.
-    @exclusivity(unchecked) var generation: UInt32 = 0
-    /// `fireDate + tolerance` of the live heap entries (SPEC R43).
-    @exclusivity(unchecked) var latestFireDate: Int64 = 0
+    /// The schedule of a bound timer, read by its loop with only the loop's lock held (see the
+    /// thread-safety note above).
+    @inline(__always)
+    var boundSchedule: (fireDate: Int64, tolerance: Int64) {
+        (sharedState.fireDate, sharedState.tolerance)
+    }
+
     /// True while the handler runs; the timer then has no live heap entry (SPEC R42).
     @exclusivity(unchecked) var isFiring = false
+    /// Bumped whenever the schedule changes; heap entries of older generations are stale.
+    @exclusivity(unchecked) var generation: UInt32 = 0
     /// The add order within the bound loop (ties between equal fire dates, SPEC R35).
     @exclusivity(unchecked) var sequence: UInt64 = 0
+    /// The concrete modes of the bound loop the timer is in.
+    @exclusivity(unchecked) var modes = ModeList()
+
+    /// The interval of a repeating timer, to the nanosecond (loop time's resolution); `nil` for a
+    /// one-shot timer.
+    ///
+    /// - Important: Safe from any thread (immutable).
+    public var interval: Duration? {
+        intervalNanoseconds > 0 ? .nanoseconds(intervalNanoseconds) : nil
+    }
 
     /// Creates a timer that fires at `date`.
     ///
@@ -81,8 +98,8 @@ public final class LoopTimer: @unchecked Sendable {
                 "LoopTimer: a repeating interval must be greater than zero, got \(interval). Pass interval: nil for a one-shot timer (SPEC M5)."
             )
         }
-        let intervalNanoseconds = interval.map(LoopTime.nanoseconds(of:)) ?? 0
-        self.interval = interval
+        // At least 1 ns: a positive interval below a nanosecond must still repeat.
+        let intervalNanoseconds = interval.map { max(1, LoopTime.nanoseconds(of: $0)) } ?? 0
         self.intervalNanoseconds = intervalNanoseconds
         self.handler = handler
         let tolerance = Self.clampedTolerance(tolerance, interval: intervalNanoseconds)

@@ -7,9 +7,12 @@ import Testing
 struct TimerHeapTests {
     private func timer() -> LoopTimer { LoopTimer(fireAt: .now) { _ in } }
 
+    /// An entry as the loop makes one: the timer carries its add order and tolerance (an entry
+    /// reads both from it), the entry its date and the timer's current generation.
     private func entry(_ timer: LoopTimer, _ date: Int64, tolerance: Int64 = 0, sequence: UInt64) -> TimerHeap.Entry {
-        timer.latestFireDate = date + tolerance
-        return TimerHeap.Entry(fireDate: date, sequence: sequence, generation: timer.generation, timer: timer)
+        timer.sequence = sequence
+        timer.tolerance = .nanoseconds(tolerance)
+        return TimerHeap.Entry(fireDate: date, generation: timer.generation, timer: timer)
     }
 
     @Test(
@@ -107,7 +110,6 @@ struct TimerHeapTests {
         var heap = TimerHeap()
         let timers = (0..<200).map { _ in timer() }
         var live: [Int: TimerHeap.Entry] = [:]  // the model: each timer's live entry
-        var sequence: UInt64 = 0
         for step in 0..<5_000 {
             let index = Int.random(in: 0..<timers.count, using: &generator)
             let item = timers[index]
@@ -117,8 +119,8 @@ struct TimerHeapTests {
                     item.generation &+= 1
                     heap.noteStale()
                 }
-                sequence += 1
-                let fresh = entry(item, Int64.random(in: 0..<10_000, using: &generator), sequence: sequence)
+                // A timer's add order is fixed once it is bound; only its date and generation move.
+                let fresh = entry(item, Int64.random(in: 0..<10_000, using: &generator), sequence: UInt64(index + 1))
                 heap.push(fresh)
                 live[index] = fresh
             case 2:  // invalidate
@@ -131,7 +133,10 @@ struct TimerHeapTests {
                 heap.popDue(asOf: Int64.random(in: 0..<2_000, using: &generator), into: &due)
                 for popped in due {
                     let owner = live.first { $0.value.timer === popped.timer }
-                    #expect(owner?.value.sequence == popped.sequence, "step \(step): popped a stale entry")
+                    #expect(
+                        owner.map { ($0.value.fireDate, $0.value.generation) } ?? (-1, 0)
+                            == (popped.fireDate, popped.generation),
+                        "step \(step): popped a stale entry")
                     if let owner { live.removeValue(forKey: owner.key) }
                     TimerHeap.release(popped)
                 }

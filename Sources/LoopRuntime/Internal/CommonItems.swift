@@ -37,7 +37,8 @@ struct CommonItems {
     /// Forgets `object`; false if it was not a common item.
     @discardableResult
     mutating func remove(_ object: AnyObject) -> Bool {
-        guard let removed = items.removeValue(forKey: ObjectIdentifier(object)) else { return false }
+        // Every one-shot timer that fires comes here; most loops have no common items at all.
+        guard !items.isEmpty, let removed = items.removeValue(forKey: ObjectIdentifier(object)) else { return false }
         if case .timer = removed.item { timerCount -= 1 }
         return true
     }

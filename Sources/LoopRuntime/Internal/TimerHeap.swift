@@ -27,20 +27,40 @@ struct TimerHeap {
     struct Entry {
         /// The fire date (loop time).
         let fireDate: Int64
-        /// The order the timer was added to its loop in; breaks ties between equal dates.
-        let sequence: UInt64
+        /// Kept alive by the retain this entry owns; read at +0 (`withTimer`) on the hot paths.
+        let timerRef: Unmanaged<LoopTimer>
         /// The timer's generation when the entry was made; the entry is live while they match.
         /// 32 bits are enough: compaction drops stale entries long before a generation can wrap.
         let generation: UInt32
-        /// Kept alive by the retain this entry owns.
-        unowned(unsafe) let timer: LoopTimer
+
+        init(fireDate: Int64, generation: UInt32, timer: LoopTimer) {
+            self.fireDate = fireDate
+            self.timerRef = Unmanaged.passUnretained(timer)
+            self.generation = generation
+        }
+
+        /// The timer (a +1 reference; prefer `withTimer` where it counts).
+        var timer: LoopTimer { timerRef.takeUnretainedValue() }
+
+        /// Runs `body` with the timer borrowed from the entry's retain: no reference counting.
+        @inline(__always)
+        func withTimer<R>(_ body: (LoopTimer) -> R) -> R {
+            timerRef._withUnsafeGuaranteedRef(body)
+        }
 
         @inline(__always)
-        var isLive: Bool { generation == timer.generation }
+        var isLive: Bool { withTimer { $0.generation == generation } }
 
-        /// `fireDate + tolerance` of a live entry: the latest moment it may fire (SPEC R43).
+        /// The order the timer was added to its loop in; breaks ties between equal dates. Read
+        /// from the timer rather than stored, which keeps an entry at 24 bytes: equal fire dates
+        /// are rare, so the comparison seldom reaches the timer.
         @inline(__always)
-        var latest: Int64 { timer.latestFireDate }
+        var sequence: UInt64 { withTimer { $0.sequence } }
+
+        /// `fireDate + tolerance` of a live entry: the latest moment it may fire (SPEC R43). A live
+        /// entry's date is its timer's fire date, so the timer's tolerance completes it.
+        @inline(__always)
+        var latest: Int64 { LoopTime.adding(withTimer { $0.boundSchedule.tolerance }, to: fireDate) }
     }
 
     private(set) var entries: [Entry] = []
@@ -63,7 +83,7 @@ struct TimerHeap {
 
     /// Adds an entry; it takes a retain of its timer.
     mutating func push(_ entry: Entry) {
-        _ = Unmanaged.passUnretained(entry.timer).retain()
+        _ = entry.timerRef.retain()
         entries.append(entry)
         entries.withUnsafeMutableBufferPointer { Self.siftUp($0, from: $0.count - 1) }
         // A heap of a mode that never runs is never popped: compact it here once stale entries
@@ -73,9 +93,27 @@ struct TimerHeap {
     }
 
     /// Gives back the retain owned by an entry returned by `popDue`.
+    @inline(__always)
     static func release(_ entry: Entry) {
-        Unmanaged.passUnretained(entry.timer).release()
+        entry.timerRef.release()
     }
+
+    /// Gives back the retains of `entries` (fired, dropped or taken from a graveyard) and empties
+    /// the array. Outside the lock. Many at once are released in memory order: a timer's release
+    /// frees it, and freeing a million objects in deadline order scatters the allocator's free
+    /// lists so that every later allocation misses the cache.
+    static func release(_ entries: inout [Entry]) {
+        if entries.count >= addressOrderThreshold {
+            entries.withUnsafeMutableBufferPointer { buffer in
+                RadixSort.sort(buffer) { UInt64(UInt(bitPattern: $0.timerRef.toOpaque())) }
+            }
+        }
+        for entry in entries { entry.timerRef.release() }
+        entries = []
+    }
+
+    /// From this many entries on, `release(_:)` sorts them by address first.
+    static let addressOrderThreshold = 1_024
 
     /// Removes every entry; the caller releases the returned ones (outside the lock).
     mutating func removeAll() -> [Entry] {
@@ -94,6 +132,9 @@ struct TimerHeap {
     /// Records that one entry of this heap went stale (its timer's generation moved on).
     mutating func noteStale() {
         staleCount += 1
+        // Compact as soon as stale entries outnumber live ones, so that invalidated timers are
+        // given back at the loop's next pass even if this mode never runs or never sleeps again.
+        if staleCount > 16 && staleCount * 2 > entries.count { prune() }
     }
 
     /// Drops stale entries from the root, or compacts when they outnumber live ones, so the root
@@ -113,6 +154,11 @@ struct TimerHeap {
                 }
             }
             entries.removeLast(entries.count - kept)
+            // Compaction follows invalidations and removals: a heap that shrank to a quarter of its
+            // buffer gives the rest back (firing keeps its buffer for the next batch instead).
+            if entries.capacity > 4_096 && entries.count < entries.capacity / 4 {
+                entries = entries.withUnsafeBufferPointer { Array($0) }  // a copy sized to fit
+            }
             staleCount = 0
             heapify()
             return
@@ -190,10 +236,26 @@ struct TimerHeap {
         }
     }
 
+    /// Sorts entries into firing order. Large batches: a radix sort by date (stable), then each
+    /// run of equal dates by add order (rare: it reads the timers). Small ones: a quicksort.
+    private static func sort(_ buffer: UnsafeMutableBufferPointer<Entry>) {
+        guard buffer.count >= 1_024 else { return quicksort(buffer) }
+        // Flipping the sign bit maps signed dates onto unsigned keys in the same order.
+        RadixSort.sort(buffer) { UInt64(bitPattern: $0.fireDate) ^ (1 << 63) }
+        var runStart = 0
+        for index in 1...buffer.count {
+            guard index == buffer.count || buffer[index].fireDate != buffer[runStart].fireDate else { continue }
+            if index - runStart > 1 {
+                quicksort(UnsafeMutableBufferPointer(rebasing: buffer[runStart..<index]))
+            }
+            runStart = index
+        }
+    }
+
     /// An in-place quicksort (median of three, insertion sort for short ranges). Entries are plain
     /// data and their keys are unique (the sequence breaks ties), so stability is not needed and
     /// no buffer is allocated.
-    private static func sort(_ buffer: UnsafeMutableBufferPointer<Entry>) {
+    private static func quicksort(_ buffer: UnsafeMutableBufferPointer<Entry>) {
         var low = 0
         var high = buffer.count - 1
         while high - low > 16 {
@@ -215,10 +277,10 @@ struct TimerHeap {
             }
             // Recurse into the smaller side, loop on the larger: O(log n) stack.
             if right - low < high - left {
-                sort(UnsafeMutableBufferPointer(rebasing: buffer[low...right]))
+                quicksort(UnsafeMutableBufferPointer(rebasing: buffer[low...right]))
                 low = left
             } else {
-                sort(UnsafeMutableBufferPointer(rebasing: buffer[left...high]))
+                quicksort(UnsafeMutableBufferPointer(rebasing: buffer[left...high]))
                 high = right
             }
         }
@@ -288,7 +350,7 @@ struct TimerHeap {
         for entry in entries + graveyard.entries {
             // An entry's own retain: the timer is alive (reading its generation would crash
             // otherwise, under the address sanitizer at least).
-            _ = entry.timer.generation
+            _ = entry.withTimer { $0.generation }
         }
     }
 

@@ -1,0 +1,142 @@
+import Synchronization
+import Testing
+
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Big timer batches, a timer's memory and the invalidation race at firing time: the paths a
+/// million-timer workload takes (radix-sorted batches, release in memory order, compaction).
+@Suite("Timer batches (SPEC R35, R36, R39)")
+struct TimerBatchTests {
+    @Test("R35 thousands of timers due in one pass fire in date order, ties in add order")
+    func bigBatchOrder() {
+        let (loop, waiter) = makeManualLoop()
+        var generator = SystemRandomNumberGenerator()
+        let count = 5_000
+        let fired = Locked<[Int]>([])
+        let released = Counter()
+        // Dates from a small set, so that most timers tie with others; all in the past.
+        let dates = (0..<count).map { _ in Int64.random(in: 0..<300, using: &generator) }
+        for index in 0..<count {
+            let probe = DeinitProbe { released.increment() }
+            let timer = LoopTimer(fireAt: waiter.virtualNow - .milliseconds(1) - .microseconds(dates[index])) { _ in
+                _ = probe
+                fired.withLock { $0.append(index) }
+            }
+            loop.add(timer, forMode: .default)
+        }
+        loop.run(.default, for: .zero)
+        // Earlier dates first (larger offsets into the past), equal dates in the order added.
+        let expected = (0..<count).sorted { (-dates[$0], $0) < (-dates[$1], $1) }
+        #expect(fired.withLock { $0 } == expected)
+        // R36: each fired one-shot timer was invalidated, and the loop let go of every one of them
+        // (the batch's references are released in memory order after it) before the run returned.
+        #expect(released.count == count)
+        #expect(loop.timerCount(in: .default) == 0)
+        #expect(loop.run(.default, for: .zero) == .finished)
+    }
+
+    @Test("R39 timers invalidated in bulk are given back at the loop's next pass, with their memory")
+    func invalidatedInBulkAreReleased() {
+        let (loop, waiter) = makeManualLoop()
+        let count = 20_000
+        let released = Counter()
+        var timers: [LoopTimer] = []
+        let keep = LoopTimer(fireAt: waiter.virtualNow + .seconds(7_200)) { _ in }
+        loop.add(keep, forMode: .default)
+        for offset in 0..<count {
+            let probe = DeinitProbe { released.increment() }
+            let timer = LoopTimer(fireAt: waiter.virtualNow + .seconds(60) + .microseconds(offset)) { _ in _ = probe }
+            loop.add(timer, forMode: .default)
+            timers.append(timer)
+        }
+        for timer in timers.shuffled() { timer.invalidate() }
+        timers = []
+        #expect(loop.timerCount(in: .default) == 1)
+        #expect(loop.run(.default, for: .zero) == .timedOut)
+        #expect(released.count == count)
+        // The heap compacted and gave its buffer back: one live entry and a handful of stale
+        // ones at most, not twenty thousand slots.
+        let capacity = loop.lock.withLock { loop.state.modes[.default]!.timerHeap.entries.capacity }
+        #expect(capacity < 4_096)
+        #expect(loop.nextFireDate(in: .default) == keep.fireDate)
+    }
+
+    @Test("M5 a positive interval below a nanosecond still repeats, at loop time's resolution")
+    func subNanosecondInterval() {
+        let (loop, waiter) = makeManualLoop()
+        let calls = Counter()
+        let tiny = Duration(secondsComponent: 0, attosecondsComponent: 1)
+        let timer = LoopTimer(fireAt: waiter.virtualNow, interval: tiny) { timer in
+            if calls.increment() == 3 { timer.invalidate() }
+        }
+        #expect(timer.isRepeating)
+        #expect(timer.interval == .nanoseconds(1))
+        loop.add(timer, forMode: .default)
+        for _ in 0..<3 {
+            waiter.advance(by: .microseconds(1))
+            loop.run(.default, for: .zero)
+        }
+        #expect(calls.count == 3)
+        #expect(!timer.isValid)
+    }
+
+    @Test("R39 a timer invalidated on another thread while its batch fires never runs after invalidate() returns (×40)")
+    func invalidationRacesBatch() throws {
+        for _ in 0..<40 {
+            let thread = try LoopThread(name: "batch")
+            let count = 2_000
+            let invalidated = (0..<count).map { _ in Flag() }
+            let lateCalls = Counter()
+            let calls = Counter()
+            let timers = (0..<count).map { index in
+                LoopTimer(fireAt: .now - .milliseconds(1)) { _ in
+                    if invalidated[index].value { lateCalls.increment() }
+                    calls.increment()
+                    for _ in 0..<20 { sched_yield() }  // a batch long enough to overlap the invalidations
+                }
+            }
+            // Added on the loop's thread in one block, so the whole batch is due in one pass.
+            let added = Flag()
+            try thread.perform {
+                for timer in timers { thread.loop.add(timer, forMode: .default) }
+                added.set(true)
+            }
+            while !added.value { sched_yield() }
+            for index in (0..<count).shuffled() {
+                timers[index].invalidate()
+                invalidated[index].set(true)
+            }
+            // invalidate() leaves every mode before it returns, fired or not.
+            #expect(thread.loop.timerCount(in: .default) == 0)
+            thread.shutdown()
+            #expect(lateCalls.count == 0)
+            #expect(calls.count <= count)
+            #expect(timers.allSatisfy { !$0.isValid })
+        }
+    }
+}
+
+@Suite("RadixSort")
+struct RadixSortTests {
+    @Test(
+        "Sorts by key over the whole 64-bit range, keeping equal keys in their order",
+        arguments: [0, 1, 2, 1_000, 50_000])
+    func sortsStably(count: Int) {
+        var generator = SystemRandomNumberGenerator()
+        // Keys from a few wide-apart clusters (many passes), with duplicates (stability).
+        let clusters: [UInt64] = [0, 1 << 20, 1 << 40, .max - 1_000]
+        var items = (0..<count).map { index in
+            (
+                key: clusters.randomElement(using: &generator)! + UInt64.random(in: 0..<100, using: &generator),
+                index: index
+            )
+        }
+        let expected = items.sorted { ($0.key, $0.index) < ($1.key, $1.index) }
+        items.withUnsafeMutableBufferPointer { buffer in RadixSort.sort(buffer) { $0.key } }
+        #expect(items.map(\.index) == expected.map(\.index))
+    }
+}
