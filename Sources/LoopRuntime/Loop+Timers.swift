@@ -167,10 +167,9 @@ extension Loop {
 
     /// Applies a change to a bound timer's schedule and repositions it in all its modes
     /// (SPEC R40). Called by `LoopTimer` from any thread.
-    func reschedule(_ timer: LoopTimer, _ update: (inout LoopTimer.Shared) -> Void) {
+    func reschedule(_ timer: LoopTimer, _ update: (inout LoopTimer.Schedule) -> Void) {
         change { change in
-            let fireDate: Int64? = timer.withShared {
-                guard $0.isValid else { return nil }
+            let fireDate: Int64? = timer.withValidSchedule {
                 update(&$0)
                 return $0.fireDate
             }
@@ -278,14 +277,13 @@ extension Loop {
         change { change in
             guard timer.isRepeating else {
                 // SPEC R36: a one-shot timer is invalidated right after its callout returns.
-                timer.withShared { $0.isValid = false }
+                timer.markInvalid()
                 removeInvalidatedLocked(timer, &change)
                 timer.isFiring = false
                 return
             }
             timer.isFiring = false
-            let fireDate: Int64? = timer.withShared {
-                guard $0.isValid else { return nil }  // SPEC R39
+            let fireDate: Int64? = timer.withValidSchedule {  // nil if invalid: SPEC R39
                 // SPEC R38: a date set during the callout counts as now if it is in the past (R32);
                 // then, if later than the date serviced, it is kept (a past date: due again at once);
                 // otherwise R37 applies.

@@ -23,12 +23,14 @@ import Synchronization
 ///   modes re-arms its wait without a wake-up (SPEC R40, R41). The handler runs on the loop's
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
-    // Thread-safety: `intervalNanoseconds` and `handler` are immutable. `shared` is guarded by the
-    // timer's stripe lock (`withShared`); once the timer is bound, its schedule (`fireDate`,
-    // `tolerance`) changes only with the bound loop's lock held too (`Loop.reschedule`), so that
-    // loop may read it under its own lock alone. `modes`, `generation`, `isFiring` and `sequence`
-    // are guarded by the lock of the loop the timer is bound to (only that loop touches them,
-    // always holding its lock). Lock order: loop lock, then the stripe lock.
+    // Thread-safety: `intervalNanoseconds` and `handler` are immutable. `binding` and `valid` are
+    // guarded by the timer's stripe lock. So is `schedule`; once the timer is bound, `schedule`
+    // is written only with the bound loop's lock held too (`Loop.reschedule`, a firing's end), so
+    // that loop may read it under its own lock alone (`boundSchedule`). `modes`, `generation`,
+    // `isFiring` and `sequence` are guarded by the lock of the loop the timer is bound to (only
+    // that loop touches them, always holding its lock). Lock order: loop lock, then the stripe
+    // lock. Each is a stored property of its own, so that writing one is never an access to
+    // another (the thread sanitizer checks Swift accesses per variable).
     //
     // The stored properties are ordered to pack into 88 bytes: a pending timer's memory is part
     // of the timer budget (BENCHMARKS.md, "Timers"), and a 96-byte allocation is one malloc size
@@ -37,27 +39,39 @@ public final class LoopTimer: @unchecked Sendable {
     let handler: @Sendable (LoopTimer) -> Void
     let intervalNanoseconds: Int64
 
-    struct Shared {
+    struct Schedule {
         var fireDate: Int64
         var tolerance: Int64
-        var binding = LoopBinding()
-        var isValid = true
     }
-    /// Guarded by the timer's stripe lock (`withShared`).
-    @exclusivity(unchecked) private var sharedState: Shared
+    /// Guarded by the stripe lock; written under the bound loop's lock too (see above).
+    @exclusivity(unchecked) private var schedule: Schedule
+    /// Guarded by the stripe lock.
+    @exclusivity(unchecked) private var binding = LoopBinding()
+    /// Guarded by the stripe lock.
+    @exclusivity(unchecked) private var valid = true
 
-    /// Runs `body` on the shared state with the timer's stripe lock held. Never nest two.
+    /// Runs `body` with the timer's stripe lock held. Never nest two.
     @inline(__always)
-    func withShared<R, E: Error>(_ body: (inout Shared) throws(E) -> R) throws(E) -> R {
-        try LockStripes.lock(for: self).withLock { () throws(E) -> R in try body(&sharedState) }
+    private func withStripeLock<R>(_ body: () -> R) -> R {
+        LockStripes.lock(for: self).withLock(body)
+    }
+
+    /// Runs `body` on the schedule with the stripe lock held; `nil` for an invalid timer. For a
+    /// bound timer, only with the bound loop's lock held (the access counts as a write).
+    @inline(__always)
+    func withValidSchedule<R>(_ body: (inout Schedule) -> R) -> R? {
+        withStripeLock { valid ? body(&schedule) : nil }
+    }
+
+    /// Marks the timer invalid (a one-shot after its callout, SPEC R36). Bound loop's lock held.
+    func markInvalid() {
+        withStripeLock { valid = false }
     }
 
     /// The schedule of a bound timer, read by its loop with only the loop's lock held (see the
     /// thread-safety note above).
     @inline(__always)
-    var boundSchedule: (fireDate: Int64, tolerance: Int64) {
-        (sharedState.fireDate, sharedState.tolerance)
-    }
+    var boundSchedule: Schedule { schedule }
 
     /// True while the handler runs; the timer then has no live heap entry (SPEC R42).
     @exclusivity(unchecked) var isFiring = false
@@ -103,7 +117,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.intervalNanoseconds = intervalNanoseconds
         self.handler = handler
         let tolerance = Self.clampedTolerance(tolerance, interval: intervalNanoseconds)
-        self.sharedState = Shared(fireDate: LoopTime.nanoseconds(of: date), tolerance: tolerance)
+        self.schedule = Schedule(fireDate: LoopTime.nanoseconds(of: date), tolerance: tolerance)
     }
 
     /// Creates a timer that first fires `delay` from now on `ContinuousClock`.
@@ -128,13 +142,13 @@ public final class LoopTimer: @unchecked Sendable {
     /// False once the timer was invalidated, explicitly or after a one-shot fired.
     ///
     /// - Important: Safe from any thread.
-    public var isValid: Bool { withShared { $0.isValid } }
+    public var isValid: Bool { withStripeLock { valid } }
 
     /// The next fire date, or `nil` for an invalid timer (SPEC R32).
     ///
     /// - Important: Safe from any thread.
     public var fireDate: ContinuousClock.Instant? {
-        withShared { $0.isValid ? LoopTime.instant($0.fireDate) : nil }
+        withStripeLock { valid ? LoopTime.instant(schedule.fireDate) : nil }  // reads only
     }
 
     /// The tolerance in effect (after clamping for repeating timers, SPEC R43).
@@ -144,7 +158,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// - Important: Safe from any thread.
     /// - Precondition: not negative (SPEC M5).
     public var tolerance: Duration {
-        get { .nanoseconds(withShared { $0.tolerance }) }
+        get { .nanoseconds(withStripeLock { schedule.tolerance }) }
         set {
             let clamped = Self.clampedTolerance(newValue, interval: intervalNanoseconds)
             update { $0.tolerance = clamped }
@@ -175,10 +189,10 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// - Important: Safe from any thread, including the timer's own handler.
     public func invalidate() {
-        let loop: Loop? = withShared {
-            guard $0.isValid else { return nil }
-            $0.isValid = false
-            return $0.binding.loop
+        let loop: Loop? = withStripeLock {
+            guard valid else { return nil }
+            valid = false
+            return binding.loop
         }
         loop?.removeInvalidated(self)
         loop?.waitForCallout(of: self)
@@ -186,14 +200,14 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// Applies a change to the schedule, through the loop when the timer is bound to one so its
     /// heaps and armed deadline follow.
-    private func update(_ change: (inout Shared) -> Void) {
-        let loop: Loop? = withShared {
-            guard $0.isValid else { return nil }
-            if !$0.binding.isBound {
-                change(&$0)
+    private func update(_ change: (inout Schedule) -> Void) {
+        let loop: Loop? = withStripeLock {
+            guard valid else { return nil }
+            if !binding.isBound {
+                change(&schedule)
                 return nil
             }
-            return $0.binding.loop
+            return binding.loop
         }
         loop?.reschedule(self, change)
     }
@@ -212,6 +226,6 @@ extension LoopTimer: LoopBoundItem {
     static var bindingRule: String { "R33" }
 
     func withBinding<R>(_ body: (inout LoopBinding, _ isValid: Bool) -> R) -> R {
-        withShared { body(&$0.binding, $0.isValid) }
+        withStripeLock { body(&binding, valid) }
     }
 }
