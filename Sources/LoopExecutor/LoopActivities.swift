@@ -21,7 +21,7 @@ public struct LoopActivityEvent: Sendable, Hashable, CustomStringConvertible {
         self.init(activity: activity, mode: mode, storedTime: StoredInstant(time), depth: depth, dropped: dropped)
     }
 
-    private init(activity: Loop.Activity, mode: Loop.Mode, storedTime: StoredInstant, depth: Int, dropped: Int) {
+    init(activity: Loop.Activity, mode: Loop.Mode, storedTime: StoredInstant, depth: Int, dropped: Int) {
         self.activity = activity
         self.mode = mode
         self.storedTime = storedTime
@@ -147,15 +147,16 @@ public struct LoopActivities: AsyncSequence, Sendable {
         let (loop, requested) = (loop, activities)
         // `afterWaiting` and `exit` hand a batch to a consumer on the loop's thread (see
         // `Loop.activities(_:in:buffering:)`), so they are observed whatever was asked for.
-        let observer = LoopObserver(activities: requested.union([.afterWaiting, .exit]), order: .max) {
+        let observer = LoopObserver(recordingActivities: requested.union([.afterWaiting, .exit]), order: .max) {
             _, activity in
             let isBatchPoint = activity == .afterWaiting || activity == .exit
             guard requested.contains(activity) else {
                 return mailbox.send(nil, isBatchPoint: isBatchPoint)
             }
-            let (mode, depth) = loop.innermostRun
+            let (mode, depth, nanoseconds) = loop.notification
             let event = LoopActivityEvent(
-                activity: activity, mode: mode ?? .default, time: .now, depth: depth, dropped: 0)
+                activity: activity, mode: mode, storedTime: StoredInstant(nanoseconds: nanoseconds), depth: depth,
+                dropped: 0)
             mailbox.send(event, isBatchPoint: isBatchPoint)
         }
         let modes = modes

@@ -99,15 +99,36 @@ extension Loop {
     @inline(__always)
     func notifyObservers(_ activity: Activity, _ mode: ModeState) {
         guard mode.observerActivities.load(ordering: .relaxed) & activity.rawValue != 0 else {
+            if !mode.observerSnapshot.isEmpty { dropStaleSnapshot(of: mode) }
             return
         }
         callObservers(activity, mode)
     }
 
+    /// Lets go of the loop thread's snapshot of `mode`'s observers once they changed: it would
+    /// keep removed observers (and what their closures hold) alive.
+    func dropStaleSnapshot(of mode: ModeState) {
+        if mode.observersVersion.load(ordering: .acquiring) != mode.observerSnapshotVersion {
+            mode.observerSnapshot = []
+        }
+    }
+
     private func callObservers(_ activity: Activity, _ mode: ModeState) {
         // SPEC R27: a snapshot. Observers added meanwhile are not called this time; those
         // invalidated before their turn are skipped; those merely removed are still called.
-        let snapshot = lock.withLock { mode.observers }
+        // The observers as of now: the loop thread's snapshot while no change was made since it was
+        // taken (a change in progress has not returned yet: it may count as made after this), or
+        // a fresh one under the lock.
+        let version = mode.observersVersion.load(ordering: .acquiring)
+        if version != mode.observerSnapshotVersion || mode.observerSnapshot.isEmpty {
+            mode.observerSnapshot = lock.withLock { mode.observers }
+            mode.observerSnapshotVersion = version
+        }
+        let snapshot = mode.observerSnapshot
+        let outerNotification = loopThread.notifiedMode  // a nested run's notifications come back here
+        loopThread.notifiedMode = Unmanaged.passUnretained(mode)
+        defer { loopThread.notifiedMode = outerNotification }
+        var timePassed = false
         for observer in snapshot where observer.activities.contains(activity) {
             // SPEC R29: an observer whose callout is running hears nothing, nested runs included.
             guard observer.isValid, !observer.isInCallout else { continue }
@@ -115,7 +136,10 @@ extension Loop {
             observer.handler(observer, activity)
             observer.isInCallout = false
             if !observer.repeats { observer.invalidate() }  // SPEC R28
+            if !observer.takesNoTime { timePassed = true }
         }
-        loopThread.timePassed()
+        // A user's observer may have run for any time: the clock is read again when next needed.
+        // Recording observers (the activity stream) return at once and leave the reading shared.
+        if timePassed { loopThread.timePassed() }
     }
 }

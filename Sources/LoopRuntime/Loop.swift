@@ -221,6 +221,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
                 observer.memberships.removeAll()
             }
             detached.objects.append(contentsOf: modeState.observers as [AnyObject])
+            detached.objects.append(contentsOf: modeState.observerSnapshot as [AnyObject])
+            modeState.observerSnapshot = []
             detached.timerEntries.append(contentsOf: modeState.timerHeap.removeAll())
             modeState.sources.removeAll()
             modeState.timerCount = 0

@@ -9,30 +9,35 @@ extension Loop {
     ///
     /// - Important: A value type; safe from any thread.
     public struct Activity: OptionSet, Hashable, Sendable, CustomStringConvertible {
+        // The constants are inlinable computed properties rather than stored `static let`s, so
+        // that an observer in another module tests its activity against a constant instead of
+        // calling a lazy global's accessor at every notification.
+
         /// The activity bits.
         public let rawValue: UInt32
 
         /// Creates an activity set from its bits.
+        @inlinable
         public init(rawValue: UInt32) {
             self.rawValue = rawValue
         }
 
         /// A run call is starting (`E`).
-        public static let entry = Activity(rawValue: 1 << 0)
+        @inlinable public static var entry: Activity { Activity(rawValue: 1 << 0) }
         /// A pass is about to check timers (`BT`); it does not mean a timer will fire.
-        public static let beforeTimers = Activity(rawValue: 1 << 1)
+        @inlinable public static var beforeTimers: Activity { Activity(rawValue: 1 << 1) }
         /// A pass is about to perform signalled sources (`BS`).
-        public static let beforeSources = Activity(rawValue: 1 << 2)
+        @inlinable public static var beforeSources: Activity { Activity(rawValue: 1 << 2) }
         /// The loop is about to wait and may block (`BW`).
-        public static let beforeWaiting = Activity(rawValue: 1 << 5)
+        @inlinable public static var beforeWaiting: Activity { Activity(rawValue: 1 << 5) }
         /// The loop has finished waiting (`AW`).
-        public static let afterWaiting = Activity(rawValue: 1 << 6)
+        @inlinable public static var afterWaiting: Activity { Activity(rawValue: 1 << 6) }
         /// A run call is ending (`X`).
-        public static let exit = Activity(rawValue: 1 << 7)
+        @inlinable public static var exit: Activity { Activity(rawValue: 1 << 7) }
         /// Every activity.
-        public static let allActivities: Activity = [
-            .entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit,
-        ]
+        @inlinable public static var allActivities: Activity {
+            [.entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit]
+        }
 
         /// The SPEC notation of the activities, e.g. `E`, `BT`, or `[BW, AW]` for several.
         public var description: String {

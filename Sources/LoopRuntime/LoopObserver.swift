@@ -43,6 +43,10 @@ public final class LoopObserver: @unchecked Sendable {
         LockStripes.lock(for: self).withLock { body(&sharedState) }
     }
 
+    /// An observer of the loop's own libraries that records the activity and returns at once: the
+    /// loop does not count its callout as time passing (see `callObservers`).
+    let takesNoTime: Bool
+
     @exclusivity(unchecked) var memberships: [ModeState] = []
     @exclusivity(unchecked) var isInCallout = false
 
@@ -64,6 +68,26 @@ public final class LoopObserver: @unchecked Sendable {
         self.repeats = repeats
         self.order = order
         self.handler = handler
+        self.takesNoTime = false
+    }
+
+    /// An observer whose handler only records the activity and returns at once (it never blocks,
+    /// runs user code or waits). The loop does not re-read its clock after calling it, so that the
+    /// activities around it share one reading (``Loop/notificationTime``). Support for the
+    /// `LoopExecutor` module's activity stream.
+    ///
+    /// - Important: Safe from any thread; the handler runs on the loop's thread.
+    @_spi(LoopExecutorSupport)
+    public init(
+        recordingActivities activities: Loop.Activity,
+        order: Int,
+        _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
+    ) {
+        self.activities = activities
+        self.repeats = true
+        self.order = order
+        self.handler = handler
+        self.takesNoTime = true
     }
 
     /// False once the observer was invalidated (SPEC R31).

@@ -82,6 +82,26 @@ struct ActivityStreamTests {
         #expect(delivered == (dropOldest ? ["X", "E", "X"] : ["E", "X", "E"]))
     }
 
+    @Test("An event's time is the loop's clock reading: shared between callouts, read again after one")
+    func eventTimes() async throws {
+        let (loop, waiter) = makeManualLoopForActivities()
+        let start = LoopTime.instant(waiter.now())
+        // A timer whose callout takes 5 ms of the loop's (virtual) time.
+        loop.add(LoopTimer(fireAt: start) { _ in waiter.advance(by: .milliseconds(5)) }, forMode: .default)
+        loop.add(LoopSource {}, forMode: .default)
+        var iterator = loop.activities([.entry, .beforeTimers, .beforeSources, .exit]).makeAsyncIterator()
+        loop.run(.default, for: .zero)
+        var times: [String: ContinuousClock.Instant] = [:]
+        for _ in 0..<4 {
+            let event = try #require(await iterator.next())
+            times["\(event.activity)"] = event.time
+        }
+        // E, BT and BS share the run's reading; the timer fires late in the pass (SPEC R19 step
+        // 10), so X carries the reading taken after its callout.
+        #expect(times["E"] == start && times["BT"] == start && times["BS"] == start)
+        #expect(times["X"] == start + .milliseconds(5))
+    }
+
     @Test("The stream ends (after its buffered events) when the loop's thread ends")
     func endsWithThread() async throws {
         let thread = try LoopThread(name: "stream-end")

@@ -153,4 +153,41 @@ struct LoopObserverTests {
         loop.remove(observer, forMode: .default)
         #expect(mode.observerActivities.load(ordering: .relaxed) == 0)
     }
+
+    @Test("R27 an observer removed between runs is let go of at the next notification, not kept by a snapshot")
+    func removedObserverIsReleased() {
+        let (loop, _) = makeManualLoop()
+        loop.add(LoopSource {}, forMode: .default)
+        let released = Counter()
+        do {
+            let probe = DeinitProbe { released.increment() }
+            let observer = LoopObserver(activities: .allActivities) { _, _ in _ = probe }
+            loop.add(observer, forMode: .default)
+            loop.run(.default, for: .zero)  // the loop thread's snapshot now holds it too
+            loop.remove(observer, forMode: .default)
+        }
+        loop.run(.default, for: .zero)
+        #expect(released.count == 1)
+    }
+
+    @Test("R27 an observer removed by another observer's callout is let go of by the time the run returns")
+    func observerRemovedMidRunIsReleased() {
+        let (loop, _) = makeManualLoop()
+        loop.add(LoopSource {}, forMode: .default)
+        let released = Counter()
+        let removable = Locked<LoopObserver?>(nil)
+        do {
+            let probe = DeinitProbe { released.increment() }
+            let observer = LoopObserver(activities: .entry) { _, _ in _ = probe }
+            removable.withLock { $0 = observer }
+            loop.add(observer, forMode: .default)
+        }
+        // Runs last at the exit: removes the other one, whose only other reference is the snapshot.
+        let remover = LoopObserver(activities: .exit, order: 1) { _, _ in
+            if let observer = removable.withLock({ $0.take() }) { loop.remove(observer, forMode: .default) }
+        }
+        loop.add(remover, forMode: .default)
+        loop.run(.default, for: .zero)
+        #expect(released.count == 1)
+    }
 }

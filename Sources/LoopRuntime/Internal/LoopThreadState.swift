@@ -12,6 +12,9 @@ final class LoopThreadState {
     @exclusivity(unchecked) var blocks: [QueuedBlock] = []
     @exclusivity(unchecked) var sources: [LoopSource] = []
     @exclusivity(unchecked) var dueTimers: [TimerHeap.Entry] = []
+    /// The mode whose observers are being notified (`Loop.notification`); unretained: a loop's
+    /// modes live as long as the loop.
+    @exclusivity(unchecked) var notifiedMode: Unmanaged<ModeState>?
     @exclusivity(unchecked) var descriptors: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
     /// The wait's result buffer; the wait is never re-entered while it is in use.
     @exclusivity(unchecked) var waitEvents = WaitEvents()

@@ -53,6 +53,18 @@ final class ModeState {
 
     /// The union of the activity masks of `observers`.
     let observerActivities = Atomic<UInt32>(0)
+    /// Bumped (under the lock) after every change of `observers`, so that the loop's thread can
+    /// tell its snapshot is current without taking the lock.
+    let observersVersion = Atomic<UInt64>(0)
+
+    /// The loop thread's snapshot of `observers` and the version it was taken at (SPEC R27). Only
+    /// the loop's thread touches these (and teardown, when nothing runs): notifications of one run
+    /// call reuse the snapshot while the version stands; a stale one is dropped at the next
+    /// notification point or when the run call returns, so that it never keeps removed observers
+    /// (and what their closures hold) alive past the run in progress. A current one holds only
+    /// what `observers` holds.
+    @exclusivity(unchecked) var observerSnapshot: [LoopObserver] = []
+    @exclusivity(unchecked) var observerSnapshotVersion: UInt64 = 0
 
     init(mode: Loop.Mode, graveyard: TimerGraveyard = TimerGraveyard()) {
         self.mode = mode
@@ -72,5 +84,6 @@ final class ModeState {
         var mask: UInt32 = 0
         for observer in observers { mask |= observer.activities.rawValue }
         observerActivities.store(mask, ordering: .relaxed)
+        observersVersion.wrappingAdd(1, ordering: .releasing)
     }
 }
