@@ -53,7 +53,27 @@ enum WakePingPong {
             }
             return 1e9 / elapsed
         }
+        // The same through the loop itself: a LoopThread's submit should cost no more (issue #14).
+        let loopRate = sample(scale) {
+            let done = DispatchSemaphore(value: 0)
+            let counter = PassCounter()
+            let loop = thread.loop
+            let elapsed = nanosecondsPerOperation(count) {
+                for _ in 0..<count {
+                    loop.perform {
+                        counter.value += 1
+                        if counter.value == count { done.signal() }
+                    }
+                }
+                done.wait()
+            }
+            return 1e9 / elapsed
+        }
         thread.shutdown()
+        Report.add(
+            ResultLine(
+                scenario: "wake", metric: "LoopThread.perform vs Loop.perform, \(count) blocks", unit: "blocks/s",
+                ours: oursRate, comparisonName: "Loop.perform", comparison: loopRate, higherIsBetter: true))
         let cfRate = sample(scale) { 1e9 / nanosecondsPerOperation(count) { CFPingPong.throughput(count) } }
         Report.add(
             ResultLine(
