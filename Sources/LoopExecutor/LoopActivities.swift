@@ -8,7 +8,10 @@ public struct LoopActivityEvent: Sendable, Hashable, CustomStringConvertible {
     public let activity: Loop.Activity
     /// The mode being run.
     public let mode: Loop.Mode
-    /// When the observer was called.
+    /// When the loop notified the activity: its clock reading, to the nanosecond, taken after each
+    /// wait and after each callout of user code and shared by the activities in between (so
+    /// `entry`, `beforeTimers` and `beforeSources` of a pass with nothing to do carry the same
+    /// time). A loop on virtual time (a test's manual waiter) stamps virtual time.
     public var time: ContinuousClock.Instant { storedTime.instant }
     /// How many run calls were in progress (1 for an outermost run, more inside nested runs).
     public let depth: Int

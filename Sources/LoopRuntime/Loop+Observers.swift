@@ -99,14 +99,14 @@ extension Loop {
     @inline(__always)
     func notifyObservers(_ activity: Activity, _ mode: ModeState) {
         guard mode.observerActivities.load(ordering: .relaxed) & activity.rawValue != 0 else {
-            if !mode.observerSnapshot.isEmpty { dropStaleSnapshot(of: mode) }
             return
         }
         callObservers(activity, mode)
     }
 
     /// Lets go of the loop thread's snapshot of `mode`'s observers once they changed: it would
-    /// keep removed observers (and what their closures hold) alive.
+    /// keep removed observers (and what their closures hold) alive. At the end of each run call
+    /// (not at every notification point: that would cost the pass without observers a load).
     func dropStaleSnapshot(of mode: ModeState) {
         if mode.observersVersion.load(ordering: .acquiring) != mode.observerSnapshotVersion {
             mode.observerSnapshot = []

@@ -18,6 +18,18 @@ import Synchronization
 /// loop.run(.default, for: .seconds(1))
 /// ```
 ///
+/// ## Many timers
+///
+/// A pending timer costs about 120 bytes besides its handler's captures (the object and its
+/// place in each mode's deadline heap); adding one is O(log n) and a million of them are scheduled
+/// and fired at over 3 million a second (BENCHMARKS.md). When a thousand or more timers are due in
+/// one pass, the loop fires them in deadline order and lets go of its references to them after
+/// the batch, in memory order — so a fired one-shot timer's handler and captures may be released
+/// a little after its callout rather than right after it. Invalidated and removed timers are
+/// released at the loop's next pass; after it drops 65,536 or more at once, a loop using glibc
+/// also hands the freed memory back to the system (`malloc_trim`), so a teardown of a million
+/// timers does not leave their memory resident.
+///
 /// - Important: Safe from any thread: you may create, add, move (``setFireDate(_:)``), change the
 ///   tolerance of, and invalidate a timer from any thread; a loop sleeping in one of the timer's
 ///   modes re-arms its wait without a wake-up (SPEC R40, R41). The handler runs on the loop's

@@ -154,7 +154,7 @@ struct LoopObserverTests {
         #expect(mode.observerActivities.load(ordering: .relaxed) == 0)
     }
 
-    @Test("R27 an observer removed between runs is let go of at the next notification, not kept by a snapshot")
+    @Test("R27 an observer removed between runs is let go of by the end of the next run, not kept by a snapshot")
     func removedObserverIsReleased() {
         let (loop, _) = makeManualLoop()
         loop.add(LoopSource {}, forMode: .default)
