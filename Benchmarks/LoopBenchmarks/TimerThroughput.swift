@@ -125,6 +125,7 @@ enum TimerThroughput {
             for timer in timers { timer.invalidate() }
             timers = []
             loop.run(.default, for: .zero)
+            usleep(200_000)  // the loop hands freed memory back on a background queue
             let after = residentBytes()
             perTimer.append(Double(pending - before - arrayBytes) / Double(count))
             left.append(Double(after) / Double(before))

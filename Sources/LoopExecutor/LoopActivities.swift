@@ -148,6 +148,9 @@ public struct LoopActivities: AsyncSequence, Sendable {
             on: loop, buffer: ActivityRing(buffering), name: "LoopActivities", noun: "activity stream",
             batchesOnLoopThread: true)
         let (loop, requested) = (loop, activities)
+        // The observer runs only in this loop's callouts, so the loop is alive whenever it runs;
+        // holding it strongly would make a cycle through the loop's observer tables.
+        unowned(unsafe) let observedLoop = loop
         // `afterWaiting` and `exit` hand a batch to a consumer on the loop's thread (see
         // `Loop.activities(_:in:buffering:)`), so they are observed whatever was asked for.
         let observer = LoopObserver(recordingActivities: requested.union([.afterWaiting, .exit]), order: .max) {
@@ -156,7 +159,7 @@ public struct LoopActivities: AsyncSequence, Sendable {
             guard requested.contains(activity) else {
                 return mailbox.send(nil, isBatchPoint: isBatchPoint)
             }
-            let (mode, depth, nanoseconds) = loop.notification
+            let (mode, depth, nanoseconds) = observedLoop.notification
             let event = LoopActivityEvent(
                 activity: activity, mode: mode, storedTime: StoredInstant(nanoseconds: nanoseconds), depth: depth,
                 dropped: 0)

@@ -71,7 +71,7 @@ extension Loop {
         let index =
             modeState.observers.firstIndex { $0.order > observer.order } ?? modeState.observers.endIndex
         modeState.observers.insert(observer, at: index)
-        modeState.recomputeObserverActivities()
+        observersChanged(in: modeState)
     }
 
     /// Lock held.
@@ -79,7 +79,7 @@ extension Loop {
         guard let index = observer.memberships.firstIndex(where: { $0 === modeState }) else { return }
         observer.memberships.remove(at: index)
         modeState.observers.removeAll { $0 === observer }
-        modeState.recomputeObserverActivities()
+        observersChanged(in: modeState)
     }
 
     /// Invalidation: leave every mode (SPEC R31).
@@ -87,7 +87,7 @@ extension Loop {
         change { _ in
             for modeState in observer.memberships {
                 modeState.observers.removeAll { $0 === observer }
-                modeState.recomputeObserverActivities()
+                observersChanged(in: modeState)
             }
             observer.memberships.removeAll()
             state.commonItems.remove(observer)
@@ -104,13 +104,30 @@ extension Loop {
         callObservers(activity, mode)
     }
 
-    /// Lets go of the loop thread's snapshot of `mode`'s observers once they changed: it would
-    /// keep removed observers (and what their closures hold) alive. At the end of each run call
-    /// (not at every notification point: that would cost the pass without observers a load).
-    func dropStaleSnapshot(of mode: ModeState) {
-        if mode.observersVersion.load(ordering: .acquiring) != mode.observerSnapshotVersion {
-            mode.observerSnapshot = []
+    /// After a change of `modeState.observers`. Lock held.
+    func observersChanged(in modeState: ModeState) {
+        modeState.recomputeObserverActivities()
+        state.observersChanged.store(true, ordering: .releasing)
+    }
+
+    /// Lets go of the loop thread's stale observer snapshots (of every mode: the mode whose
+    /// observer was removed may never run again), so that they never keep removed observers and
+    /// what their closures hold alive. Called by the loop's thread when a run call returns and
+    /// before it sleeps: one relaxed load unless an observer was added or removed meanwhile.
+    @inline(__always)
+    func dropStaleObserverSnapshots() {
+        guard state.observersChanged.load(ordering: .relaxed) else { return }
+        let dropped: [[LoopObserver]] = lock.withLock {
+            state.observersChanged.store(false, ordering: .relaxed)
+            var dropped: [[LoopObserver]] = []
+            for mode in state.modes.values where !mode.observerSnapshot.isEmpty {
+                guard mode.observersVersion.load(ordering: .relaxed) != mode.observerSnapshotVersion else { continue }
+                dropped.append(mode.observerSnapshot)
+                mode.observerSnapshot = []
+            }
+            return dropped
         }
+        _ = dropped  // released after unlocking: an observer's last release may run user code
     }
 
     private func callObservers(_ activity: Activity, _ mode: ModeState) {
@@ -128,7 +145,6 @@ extension Loop {
         let outerNotification = loopThread.notifiedMode  // a nested run's notifications come back here
         loopThread.notifiedMode = Unmanaged.passUnretained(mode)
         defer { loopThread.notifiedMode = outerNotification }
-        var timePassed = false
         for observer in snapshot where observer.activities.contains(activity) {
             // SPEC R29: an observer whose callout is running hears nothing, nested runs included.
             guard observer.isValid, !observer.isInCallout else { continue }
@@ -136,10 +152,10 @@ extension Loop {
             observer.handler(observer, activity)
             observer.isInCallout = false
             if !observer.repeats { observer.invalidate() }  // SPEC R28
-            if !observer.takesNoTime { timePassed = true }
+            // A user's observer may have run for any time: the clock is read again when next
+            // needed (by the observers after it, too). Recording observers (the activity stream)
+            // return at once and leave the reading shared.
+            if !observer.takesNoTime { loopThread.timePassed() }
         }
-        // A user's observer may have run for any time: the clock is read again when next needed.
-        // Recording observers (the activity stream) return at once and leave the reading shared.
-        if timePassed { loopThread.timePassed() }
     }
 }

@@ -124,9 +124,7 @@ extension Loop {
             loopThread.timePassed()  // each pass reads the clock again, at most once
         }
         notifyObservers(.exit, run.mode)  // SPEC R17
-        // A stale observer snapshot does not outlive the run call: an observer removed meanwhile
-        // is let go of when the run returns at the latest (the mode may never run again).
-        if !run.mode.observerSnapshot.isEmpty { dropStaleSnapshot(of: run.mode) }
+        dropStaleObserverSnapshots()  // an observer removed meanwhile is let go of by now
         lock.withLock { state.popRunCall() }
         return result.unsafelyUnwrapped
     }

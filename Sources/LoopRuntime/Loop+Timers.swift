@@ -1,4 +1,5 @@
 import CLoopRuntimeShims
+import Dispatch
 
 extension Loop {
     /// Adds `timer` to `mode` (every common mode for ``Mode/common``, SPEC R63).
@@ -124,6 +125,12 @@ extension Loop {
     private func retireEntries(of timer: LoopTimer, popped: ModeState? = nil) {
         // The generation first: noting an entry stale may compact the heap, which must see it so.
         timer.generation &+= 1
+        if timer.generation == 0 {
+            // Wrapped after 2^32 changes: a stale entry of this timer left in a mode that never
+            // runs (and holds too few stale entries to compact) would look live again at its old
+            // generation. Drop every stale entry of every mode now, once per wrap.
+            for mode in state.modes.values { mode.timerHeap.compactStale() }
+        }
         if !timer.isFiring {
             for mode in timer.modes where mode !== popped { mode.timerHeap.noteStale() }
         }
@@ -230,7 +237,10 @@ extension Loop {
     private func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
         let count = dead.count
         TimerHeap.release(&dead)
-        if count >= Self.returnMemoryThreshold { cloop_return_free_memory() }
+        // Off the loop's thread: trimming a large heap takes milliseconds.
+        if count >= Self.returnMemoryThreshold {
+            DispatchQueue.global(qos: .utility).async { cloop_return_free_memory() }
+        }
     }
 
     /// Dropping this many timers in one pass returns the freed memory to the system.
@@ -282,7 +292,6 @@ extension Loop {
                 timer.isFiring = false
                 return
             }
-            timer.isFiring = false
             let fireDate: Int64? = timer.withValidSchedule {  // nil if invalid: SPEC R39
                 // SPEC R38: a date set during the callout counts as now if it is in the past (R32);
                 // then, if later than the date serviced, it is kept (a past date: due again at once);
@@ -293,7 +302,15 @@ extension Loop {
                 }
                 return $0.fireDate
             }
-            guard let fireDate else { return }
+            guard let fireDate else {
+                // Invalidated during or right after its callout: leave every mode while still
+                // marked firing (no live entries to retire), as the callout gate's path does.
+                removeInvalidatedLocked(timer, &change)
+                timer.isFiring = false
+                change.removedItemsFromModes()
+                return
+            }
+            timer.isFiring = false
             pushEntries(of: timer, fireDate: fireDate)
         }
     }

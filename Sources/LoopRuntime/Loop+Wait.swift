@@ -49,6 +49,7 @@ extension Loop {
         // recorded: the locked check in `enterSleep` sees that work. Clearing it first means work
         // already consumed in this pass does not cost an empty pass later.
         consumeNotification()
+        if !poll { dropStaleObserverSnapshots() }  // not kept through a long sleep either
         guard !poll, lock.withLock({ enterSleep(run) }) else {
             if !poll { consumeNotification() }
             pollDescriptors(run, into: &events)

@@ -102,6 +102,19 @@ struct ActivityStreamTests {
         #expect(times["X"] == start + .milliseconds(5))
     }
 
+    @Test("An event notified after a user's observer of the same activity carries the time after it")
+    func eventTimeAfterUserObserver() async throws {
+        let (loop, waiter) = makeManualLoopForActivities()
+        let start = LoopTime.instant(waiter.now())
+        loop.add(LoopSource {}, forMode: .default)
+        // Called before the stream's observer (which comes last): takes 20 ms of virtual time.
+        loop.add(LoopObserver(activities: .entry) { _, _ in waiter.advance(by: .milliseconds(20)) }, forMode: .default)
+        var iterator = loop.activities([.entry]).makeAsyncIterator()
+        loop.run(.default, for: .zero)
+        let event = try #require(await iterator.next())
+        #expect(event.time == start + .milliseconds(20))
+    }
+
     @Test("The stream ends (after its buffered events) when the loop's thread ends")
     func endsWithThread() async throws {
         let thread = try LoopThread(name: "stream-end")

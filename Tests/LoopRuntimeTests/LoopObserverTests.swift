@@ -190,4 +190,21 @@ struct LoopObserverTests {
         loop.run(.default, for: .zero)
         #expect(released.count == 1)
     }
+
+    @Test("R27 an observer removed after its mode's last run is let go of when the loop runs another mode")
+    func removedObserverOfIdleModeIsReleased() {
+        let (loop, _) = makeManualLoop()
+        loop.add(LoopSource {}, forMode: "a")
+        loop.add(LoopSource {}, forMode: "b")
+        let released = Counter()
+        do {
+            let probe = DeinitProbe { released.increment() }
+            let observer = LoopObserver(activities: .allActivities) { _, _ in _ = probe }
+            loop.add(observer, forMode: "a")
+            loop.run("a", for: .zero)
+            loop.remove(observer, forMode: "a")  // "a" never runs again
+        }
+        loop.run("b", for: .zero)
+        #expect(released.count == 1)
+    }
 }

@@ -156,6 +156,10 @@ final class LoopState {
     /// Timer-heap entries to release after unlocking, from every mode (see `TimerGraveyard`).
     let timerGraveyard = TimerGraveyard()
 
+    /// Set (under the lock) whenever a mode's observers change; the loop's thread then drops its
+    /// stale observer snapshots when a run call returns or it goes to sleep (`Loop.observersChanged`).
+    let observersChanged = Atomic<Bool>(false)
+
     /// The next timer sequence number (ties between equal fire dates, SPEC R35).
     @exclusivity(unchecked) var nextTimerSequence: UInt64 = 0
 

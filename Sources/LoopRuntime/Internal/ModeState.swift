@@ -60,9 +60,9 @@ final class ModeState {
     /// The loop thread's snapshot of `observers` and the version it was taken at (SPEC R27). Only
     /// the loop's thread touches these (and teardown, when nothing runs): notifications of one run
     /// call reuse the snapshot while the version stands; a stale one is replaced at the next
-    /// notification that has observers to call, and dropped when the run call returns, so that it
-    /// never keeps removed observers (and what their closures hold) alive past the run in
-    /// progress. A current one holds only what `observers` holds.
+    /// notification that has observers to call, and dropped (in every mode) when a run call
+    /// returns or the loop goes to sleep (`Loop.dropStaleObserverSnapshots`). A current one holds
+    /// only what `observers` holds.
     @exclusivity(unchecked) var observerSnapshot: [LoopObserver] = []
     @exclusivity(unchecked) var observerSnapshotVersion: UInt64 = 0
 

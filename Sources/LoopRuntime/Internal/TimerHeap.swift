@@ -64,7 +64,10 @@ struct TimerHeap {
     }
 
     private(set) var entries: [Entry] = []
-    /// How many of `entries` are known to be stale.
+    /// How many of `entries` are stale: exact, or one too many for each timer retired while its
+    /// popped entry waited in a due batch (then it is no longer here) — an upper bound, reset by
+    /// every compaction and bulk pop. It only paces compaction: liveness is always read from the
+    /// entry's generation.
     private var staleCount = 0
     /// Dropped entries whose retains still have to be given back, outside the lock.
     /// Shared by every heap of a loop (all guarded by the loop's lock), so that a pass of any mode
@@ -135,6 +138,13 @@ struct TimerHeap {
         // Compact as soon as stale entries outnumber live ones, so that invalidated timers are
         // given back at the loop's next pass even if this mode never runs or never sleeps again.
         if staleCount > 16 && staleCount * 2 > entries.count { prune() }
+    }
+
+    /// Drops every stale entry, whatever their number (see `Loop.retireEntries`).
+    mutating func compactStale() {
+        guard staleCount > 0 else { return }
+        staleCount = entries.count  // forces the compaction below; it counts them afresh
+        prune()
     }
 
     /// Drops stale entries from the root, or compacts when they outnumber live ones, so the root
@@ -323,7 +333,7 @@ struct TimerHeap {
     // MARK: - Invariants
 
     /// Traps, naming the broken rule, unless the heap is consistent: every entry precedes none of
-    /// its ancestors (4-ary heap order on (fire date, sequence)); `staleCount` is exactly the
+    /// its ancestors (4-ary heap order on (fire date, sequence)); `staleCount` is at least the
     /// number of stale entries; a timer has at most one live entry here; and every entry (in the
     /// heap or its graveyard) still holds a live timer — its retain keeps it alive. O(n); for
     /// tests, after each mutation (swift-collections checks its `Heap` the same way).
@@ -346,7 +356,7 @@ struct TimerHeap {
                 stale += 1
             }
         }
-        precondition(stale == staleCount, "TimerHeap: \(stale) stale entries, but staleCount is \(staleCount)")
+        precondition(stale <= staleCount, "TimerHeap: \(stale) stale entries, but staleCount is \(staleCount)")
         for entry in entries + graveyard.entries {
             // An entry's own retain: the timer is alive (reading its generation would crash
             // otherwise, under the address sanitizer at least).
