@@ -149,8 +149,9 @@ public struct LoopActivities: AsyncSequence, Sendable {
             batchesOnLoopThread: true)
         let (loop, requested) = (loop, activities)
         // The observer runs only in this loop's callouts, so the loop is alive whenever it runs;
-        // holding it strongly would make a cycle through the loop's observer tables.
-        unowned(unsafe) let observedLoop = loop
+        // holding it strongly would make a cycle through the loop's observer tables. Unmanaged,
+        // not `unowned(unsafe)`: each use of the latter retains and releases.
+        let observedLoop = Unmanaged.passUnretained(loop)
         // `afterWaiting` and `exit` hand a batch to a consumer on the loop's thread (see
         // `Loop.activities(_:in:buffering:)`), so they are observed whatever was asked for.
         let observer = LoopObserver(recordingActivities: requested.union([.afterWaiting, .exit]), order: .max) {
@@ -159,7 +160,7 @@ public struct LoopActivities: AsyncSequence, Sendable {
             guard requested.contains(activity) else {
                 return mailbox.send(nil, isBatchPoint: isBatchPoint)
             }
-            let (mode, depth, nanoseconds) = observedLoop.notification
+            let (mode, depth, nanoseconds) = observedLoop._withUnsafeGuaranteedRef { $0.notification }
             let event = LoopActivityEvent(
                 activity: activity, mode: mode, storedTime: StoredInstant(nanoseconds: nanoseconds), depth: depth,
                 dropped: 0)

@@ -20,7 +20,7 @@ struct StoredInstant: Sendable, Hashable {
         nanoseconds = overflow || overflow2 ? (seconds < 0 ? .min : .max) : total
     }
 
-    /// A reading of a loop's clock (``Loop/notificationNanoseconds``): no conversion at all.
+    /// A reading of a loop's clock (`Loop.notification`): no conversion at all.
     @inline(__always)
     init(nanoseconds: Int64) {
         self.nanoseconds = nanoseconds

@@ -116,7 +116,11 @@ extension Loop {
     /// before it sleeps: one relaxed load unless an observer was added or removed meanwhile.
     @inline(__always)
     func dropStaleObserverSnapshots() {
-        guard state.observersChanged.load(ordering: .relaxed) else { return }
+        if state.observersChanged.load(ordering: .relaxed) { dropStaleObserverSnapshotsNow() }
+    }
+
+    @inline(never)
+    private func dropStaleObserverSnapshotsNow() {
         let dropped: [[LoopObserver]] = lock.withLock {
             state.observersChanged.store(false, ordering: .relaxed)
             var dropped: [[LoopObserver]] = []

@@ -58,36 +58,39 @@ public final class LoopObserver: @unchecked Sendable {
     ///   - order: Lower orders are called first; negative orders are allowed (SPEC R25).
     ///   - handler: Called on the loop's thread with the observer and the single activity. The mode
     ///     being run is ``Loop/currentMode``.
-    public init(
+    public convenience init(
         activities: Loop.Activity,
         repeats: Bool = true,
         order: Int = 0,
+        _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
+    ) {
+        self.init(activities: activities, repeats: repeats, order: order, takesNoTime: false, handler)
+    }
+
+    /// An observer whose handler only records the activity and returns at once (it never blocks,
+    /// runs user code or waits). The loop does not re-read its clock after calling it, so that the
+    /// activities around it share one reading (`Loop.notification`). Support for the
+    /// `LoopExecutor` module's activity stream.
+    ///
+    /// - Important: Safe from any thread; the handler runs on the loop's thread.
+    @_spi(LoopExecutorSupport)
+    public convenience init(
+        recordingActivities activities: Loop.Activity,
+        order: Int,
+        _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
+    ) {
+        self.init(activities: activities, repeats: true, order: order, takesNoTime: true, handler)
+    }
+
+    private init(
+        activities: Loop.Activity, repeats: Bool, order: Int, takesNoTime: Bool,
         _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
     ) {
         self.activities = activities
         self.repeats = repeats
         self.order = order
         self.handler = handler
-        self.takesNoTime = false
-    }
-
-    /// An observer whose handler only records the activity and returns at once (it never blocks,
-    /// runs user code or waits). The loop does not re-read its clock after calling it, so that the
-    /// activities around it share one reading (``Loop/notificationTime``). Support for the
-    /// `LoopExecutor` module's activity stream.
-    ///
-    /// - Important: Safe from any thread; the handler runs on the loop's thread.
-    @_spi(LoopExecutorSupport)
-    public init(
-        recordingActivities activities: Loop.Activity,
-        order: Int,
-        _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
-    ) {
-        self.activities = activities
-        self.repeats = true
-        self.order = order
-        self.handler = handler
-        self.takesNoTime = true
+        self.takesNoTime = takesNoTime
     }
 
     /// False once the observer was invalidated (SPEC R31).
