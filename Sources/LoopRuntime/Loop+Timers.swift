@@ -271,11 +271,7 @@ extension Loop {
             // Invalidated meanwhile: leave every mode now, while the timer is still marked firing
             // (it has no live entries to retire); the invalidation's own removal then finds
             // nothing left to do.
-            change { change in
-                removeInvalidatedLocked(timer, &change)
-                timer.isFiring = false
-                change.removedItemsFromModes()
-            }
+            change { endFiring(ofInvalid: timer, &$0) }
             return
         }
         timer.handler(timer)
@@ -288,8 +284,7 @@ extension Loop {
             guard timer.isRepeating else {
                 // SPEC R36: a one-shot timer is invalidated right after its callout returns.
                 timer.markInvalid()
-                removeInvalidatedLocked(timer, &change)
-                timer.isFiring = false
+                endFiring(ofInvalid: timer, &change)
                 return
             }
             let fireDate: Int64? = timer.withValidSchedule {  // nil if invalid: SPEC R39
@@ -302,17 +297,22 @@ extension Loop {
                 }
                 return $0.fireDate
             }
-            guard let fireDate else {
-                // Invalidated during or right after its callout: leave every mode while still
-                // marked firing (no live entries to retire), as the callout gate's path does.
-                removeInvalidatedLocked(timer, &change)
-                timer.isFiring = false
-                change.removedItemsFromModes()
+            guard let fireDate else {  // invalidated during or right after its callout
+                endFiring(ofInvalid: timer, &change)
                 return
             }
             timer.isFiring = false
             pushEntries(of: timer, fireDate: fireDate)
         }
+    }
+
+    /// Ends the firing of a timer that is invalid now (found so by the callout gate, invalidated
+    /// during its callout, or a one-shot that fired): it leaves every mode while still marked
+    /// firing, so that nothing counts entries it no longer has, and an invalidation's own removal
+    /// finds nothing left to do. On the loop's thread (no wake-up to decide). Lock held.
+    private func endFiring(ofInvalid timer: LoopTimer, _ change: inout LoopChange) {
+        removeInvalidatedLocked(timer, &change)
+        timer.isFiring = false
     }
 
     /// SPEC R37: the scheduled date plus the smallest whole number of intervals that lands
