@@ -28,21 +28,6 @@ extension Loop {
 }
 
 extension Loop {
-    /// The innermost run call's mode and the number of run calls in progress (nested runs count),
-    /// read together. Support for the activity stream.
-    ///
-    /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public var innermostRun: (mode: Mode?, depth: Int) {
-        // Run calls are pushed and popped only on the loop's thread (under the lock, for the other
-        // threads' reads), so the loop's thread — an observer of the activity stream, at every
-        // activity — reads what push and pop write without it.
-        if owner.isCurrent { return (state.innermostMode?.mode, state.runCallCount) }
-        return lock.withLock { (state.innermostMode?.mode, state.runCalls.count) }
-    }
-}
-
-extension Loop {
     /// The notification under way: the mode whose observers are called, the number of run calls
     /// in progress (nested runs count), and the loop's reading of its clock in nanoseconds since
     /// `ContinuousClock`'s origin — read after each wait and after each callout of user code,
