@@ -69,8 +69,13 @@ extension Loop {
 
     /// A block step (SPEC R19 steps 3, 5, 11): runs, in FIFO order, the queued blocks that match
     /// the running mode. Blocks queued meanwhile wait for the next step (SPEC R59).
+    @inline(__always)
     func runBlocks(_ run: RunContext) {
-        guard state.mayHaveBlocks else { return }  // no lock when nothing is queued
+        if state.mayHaveBlocks { runQueuedBlocks(run) }  // no lock, no call when nothing is queued
+    }
+
+    @inline(never)
+    private func runQueuedBlocks(_ run: RunContext) {
         var batch = loopThread.blocks
         loopThread.blocks = []
         // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).

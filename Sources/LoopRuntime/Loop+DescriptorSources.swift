@@ -209,8 +209,13 @@ extension Loop {
 
     /// Step 10, second half: perform every ready descriptor source of the mode (SPEC R53, M3).
     /// Returns true if one was performed (SPEC R15).
+    @inline(__always)
     func performReadyDescriptorSources(_ run: RunContext) -> Bool {
-        guard !loopThread.readyDescriptorSources.isEmpty else { return false }
+        !loopThread.readyDescriptorSources.isEmpty && performReadyDescriptorSourcesNow(run)
+    }
+
+    @inline(never)
+    private func performReadyDescriptorSourcesNow(_ run: RunContext) -> Bool {
         var batch = loopThread.descriptors
         loopThread.descriptors = []
         var stale: [LoopDescriptorSource] = []

@@ -93,14 +93,14 @@ extension Loop {
     {
         preconditionOnLoopThread("run(_:)")
         if isMain { installMainQueueSourceIfNeeded(runningIn: mode) }
-        precondition(
-            mode != .common,
-            "Loop.run(_:) was asked to run .common on the \(self): .common names the set of common modes and cannot be run (SPEC R9, M5). Run a concrete mode such as .default."
-        )
         let entered: (ModeState, Int)? = lock.withLock {
             // SPEC R10: a missing or empty mode returns at once, with no entry or exit.
             guard !state.lifecycle.isEnded, let modeState = state.existingMode(mode), !state.isEmpty(modeState)
-            else { return nil }
+            else {
+                // Checked here, off the common path: `.common` never has a mode state of its own.
+                precondition(mode != .common, Self.runningCommonMessage(self))
+                return nil
+            }
             if state.runCalls.isEmpty {
                 // SPEC M4: a wake-up sent while the loop was not running is discarded. Done under
                 // the lock, before the run call is visible, so that a wakeUp() that sees the run is
@@ -160,6 +160,11 @@ extension Loop {
             if state.takeStopRequest(at: run.depth) { return .stopped }
             return state.isEmpty(run.mode) ? .finished : nil
         }
+    }
+
+    /// Why running `.common` traps (SPEC R9, M5).
+    private static func runningCommonMessage(_ loop: Loop) -> String {
+        "Loop.run(_:) was asked to run .common on the \(loop): .common names the set of common modes and cannot be run (SPEC R9, M5). Run a concrete mode such as .default."
     }
 
     /// Takes this run call's stop request, if any (SPEC R66: the request is consumed).

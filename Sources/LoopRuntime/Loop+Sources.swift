@@ -158,8 +158,14 @@ extension Loop {
 
     /// Step 4: perform the signalled sources of the mode in (order, first-signal) order
     /// (SPEC R46–R49). Returns true if one was performed (SPEC R15, M8).
+    @inline(__always)
     func performSignalledSources(_ run: RunContext) -> Bool {
-        guard state.mayHaveSignalledSources else { return false }  // no lock when none is signalled
+        // No lock, no call when none is signalled.
+        state.mayHaveSignalledSources && performSignalledSourcesLocked(run)
+    }
+
+    @inline(never)
+    private func performSignalledSourcesLocked(_ run: RunContext) -> Bool {
         var batch = loopThread.sources
         loopThread.sources = []
         lock.withLock {

@@ -188,10 +188,17 @@ extension Loop {
     }
 
     /// Step 10, first half: fire the timers of the mode that are due (SPEC R34–R39, R42).
+    @inline(__always)
     func fireDueTimers(_ run: RunContext) {
         let now = loopThread.now(waiter)
-        // No lock when nothing is due and nothing waits to be released.
-        guard run.mode.mayHaveTimersDue(at: now) || state.timerGraveyard.mayHaveEntries else { return }
+        // No lock, no call when nothing is due and nothing waits to be released.
+        if run.mode.mayHaveTimersDue(at: now) || state.timerGraveyard.mayHaveEntries {
+            fireDueTimers(run, now: now)
+        }
+    }
+
+    @inline(never)
+    private func fireDueTimers(_ run: RunContext, now: Int64) {
         var due = loopThread.dueTimers
         loopThread.dueTimers = []
         // SPEC R35: collected first, then fired in ascending fire date, ties in add order.

@@ -38,26 +38,43 @@ extension Loop {
     /// polling, only look at the descriptors of the mode without blocking. Three parts, as in
     /// libuv's `uv_run`: may the loop block, and until when (`enterSleep`); the wait and the
     /// sleep-state protocol (`sleep`); absorbing the wake (`leaveSleep`).
+    @inline(__always)
     func waitForWork(_ run: RunContext, poll: Bool) {
-        // Taken out of the loop-thread state (not copied), so that the buffer stays uniquely
-        // referenced and resetting it keeps its capacity without allocating.
-        var events = loopThread.waitEvents
-        loopThread.waitEvents = WaitEvents()
-        events.reset()
-        defer { loopThread.waitEvents = events }
         // A notification that arrived while the loop was awake has done its job if its work is
         // recorded: the locked check in `enterSleep` sees that work. Clearing it first means work
         // already consumed in this pass does not cost an empty pass later.
         consumeNotification()
-        if !poll { dropStaleObserverSnapshots() }  // not kept through a long sleep either
-        guard !poll, lock.withLock({ enterSleep(run) }) else {
-            if !poll { consumeNotification() }
-            pollDescriptors(run, into: &events)
+        if poll {
+            // The common polling pass: nothing more than this load without descriptor sources.
+            if run.mode.mayHaveDescriptorSources { pollDescriptors(run) }
+        } else {
+            blockOrPoll(run)
+        }
+    }
+
+    /// Step 8 when the pass may block.
+    @inline(never)
+    private func blockOrPoll(_ run: RunContext) {
+        dropStaleObserverSnapshots()  // not kept through a long sleep
+        guard lock.withLock({ enterSleep(run) }) else {
+            consumeNotification()
+            if run.mode.mayHaveDescriptorSources { pollDescriptors(run) }
             return
         }
-        sleep(run, into: &events)
+        withWaitEvents { sleep(run, into: &$0) }
         lock.withLock { leaveSleep(run) }
         loopThread.timePassed()
+    }
+
+    /// Lends the wait's result buffer, reset. It is taken out of the loop-thread state (not
+    /// copied), so that it stays uniquely referenced and resetting it keeps its capacity.
+    @inline(__always)
+    private func withWaitEvents(_ body: (inout WaitEvents) -> Void) {
+        var events = loopThread.waitEvents
+        loopThread.waitEvents = WaitEvents()
+        events.reset()
+        body(&events)
+        loopThread.waitEvents = events
     }
 
     /// May the loop block, and until when? `nil` if it must not: work for the mode is queued (it
@@ -139,11 +156,14 @@ extension Loop {
     }
 
     /// A non-blocking look at the descriptors, so that descriptor sources are serviced in passes
-    /// that do not wait (SPEC M3). Free when the mode has no descriptor source.
-    private func pollDescriptors(_ run: RunContext, into events: inout WaitEvents) {
-        guard run.mode.mayHaveDescriptorSources else { return }  // no lock, no system call
+    /// that do not wait (SPEC M3). Called only when the mode may have descriptor sources: the
+    /// others pay no lock and no system call.
+    @inline(never)
+    private func pollDescriptors(_ run: RunContext) {
         lock.withLock { resumeWatching(in: run.mode) }
-        waiter.wait(blocking: false, into: &events)
-        if !events.ready.isEmpty { lock.withLock { _ = absorbReadiness(events.ready, in: run.mode) } }
+        withWaitEvents { events in
+            waiter.wait(blocking: false, into: &events)
+            if !events.ready.isEmpty { lock.withLock { _ = absorbReadiness(events.ready, in: run.mode) } }
+        }
     }
 }

@@ -185,9 +185,17 @@ extension Loop {
     }
 
     /// Step 4, second half: run the executor jobs of the mode (SPEC N1–N3).
+    @inline(__always)
     func runExecutorJobs(_ run: RunContext) -> Bool {
         // The list is copied under the lock only when a queue was registered or removed since.
         let version = state.jobQueuesVersion.load(ordering: .acquiring)
+        // No call when the loop has no executor (and none came or went).
+        if version == loopThread.jobQueuesVersion && loopThread.jobQueues.isEmpty { return false }
+        return runExecutorJobs(run, version: version)
+    }
+
+    @inline(never)
+    private func runExecutorJobs(_ run: RunContext, version: UInt64) -> Bool {
         if version != loopThread.jobQueuesVersion {
             loopThread.jobQueues = lock.withLock { state.jobQueues }
             loopThread.jobQueuesVersion = version

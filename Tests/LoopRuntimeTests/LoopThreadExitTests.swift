@@ -98,6 +98,12 @@ struct LoopTimeTests {
         #expect(LoopTime.nanoseconds(of: .milliseconds(3)) == 3_000_000)
         #expect(LoopTime.nanoseconds(of: .nanoseconds(-7)) == -7)
         #expect(LoopTime.nanoseconds(of: .seconds(-2)) == -2_000_000_000)
+        #expect(LoopTime.nanoseconds(of: .zero) == 0)
+        #expect(LoopTime.nanoseconds(of: .nanoseconds(1) - .init(secondsComponent: 0, attosecondsComponent: 1)) == 0)
+        // Either side of 2⁶⁴ attoseconds (~18.4 s), where the conversion changes method.
+        #expect(LoopTime.nanoseconds(of: .seconds(18) + .milliseconds(446)) == 18_446_000_000)
+        #expect(LoopTime.nanoseconds(of: .seconds(18) + .milliseconds(447)) == 18_447_000_000)
+        #expect(LoopTime.nanoseconds(of: .seconds(3600) + .nanoseconds(5)) == 3_600_000_000_005)
         #expect(LoopTime.nanoseconds(of: .seconds(Int64.max)) == .max)
         #expect(LoopTime.nanoseconds(of: .seconds(Int64.min)) == .min)
         #expect(LoopTime.adding(10, to: .max - 5) == .max)

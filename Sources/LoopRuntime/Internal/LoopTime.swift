@@ -33,7 +33,9 @@ enum LoopTime {
     /// "practically never" instead of overflowing).
     @inline(__always)
     static func nanoseconds(of duration: Duration) -> Int64 {
-        if duration == .zero { return 0 }
+        // Zero and anything under 2⁶⁴ attoseconds (18 s), without the out-of-line `==` and the
+        // 128-bit division of `components`: `Duration` is frozen, its attoseconds in two halves.
+        if duration._high == 0 { return Int64(duration._low / 1_000_000_000) }
         let (seconds, attoseconds) = duration.components
         let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }
