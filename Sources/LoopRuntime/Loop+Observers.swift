@@ -94,14 +94,15 @@ extension Loop {
         }
     }
 
-    /// Notifies the observers of `mode` of `activity` (SPEC R24–R29). Costs one relaxed load when
-    /// no observer of the mode wants the activity.
+    /// Notifies the observers of `run`'s mode of `activity` (SPEC R24–R29). Costs one relaxed load
+    /// when no observer of the mode wants the activity. (The run is borrowed whole: handed its
+    /// mode alone, the compiler retained and released the mode around every notification.)
     @inline(__always)
-    func notifyObservers(_ activity: Activity, _ mode: ModeState) {
-        guard mode.observerActivities.load(ordering: .relaxed) & activity.rawValue != 0 else {
+    func notifyObservers(_ activity: Activity, of run: borrowing RunContext) {
+        guard run.mode.observerActivities.load(ordering: .relaxed) & activity.rawValue != 0 else {
             return
         }
-        callObservers(activity, mode)
+        callObservers(activity, run.mode)
     }
 
     /// After a change of `modeState.observers`. Lock held.

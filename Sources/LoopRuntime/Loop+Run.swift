@@ -93,7 +93,7 @@ extension Loop {
     {
         preconditionOnLoopThread("run(_:)")
         if isMain { installMainQueueSourceIfNeeded(runningIn: mode) }
-        let entered: (ModeState, Int)? = lock.withLock {
+        let entered: RunContext? = lock.withLock {
             // SPEC R10: a missing or empty mode returns at once, with no entry or exit.
             guard !state.lifecycle.isEnded, let modeState = state.existingMode(mode), !state.isEmpty(modeState)
             else {
@@ -104,26 +104,28 @@ extension Loop {
             if state.runCalls.isEmpty {
                 // SPEC M4: a wake-up sent while the loop was not running is discarded. Done under
                 // the lock, before the run call is visible, so that a wakeUp() that sees the run is
-                // never erased.
+                // never erased. (A notification is cleared the same way; the usual state, awake,
+                // costs no locked instruction.)
                 state.wakeUpPending = false
-                sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+                if sleepState.load(ordering: .relaxed) != Loop.awake {
+                    sleepState.store(Loop.awake, ordering: .sequentiallyConsistent)
+                }
             }
-            return (modeState, state.pushRunCall(modeState))
+            return RunContext(
+                mode: modeState, deadline: deadline, zeroTimeout: zeroTimeout,
+                returnAfterSourceHandled: returnAfterSourceHandled, depth: state.pushRunCall(modeState))
         }
-        guard let (modeState, depth) = entered else { return .finished }
+        guard let run = entered else { return .finished }
         if let now { loopThread.setNow(now) } else { loopThread.timePassed() }
-        let run = RunContext(
-            mode: modeState, deadline: deadline, zeroTimeout: zeroTimeout,
-            returnAfterSourceHandled: returnAfterSourceHandled, depth: depth)
 
-        notifyObservers(.entry, run.mode)  // SPEC R17
+        notifyObservers(.entry, of: run)  // SPEC R17
         // SPEC R16: a stop requested by an entry observer ends the run before the first pass.
         var result: RunResult? = consumeStopRequest(run) ? .stopped : nil
         while result == nil {
             result = runPass(run)
             loopThread.timePassed()  // each pass reads the clock again, at most once
         }
-        notifyObservers(.exit, run.mode)  // SPEC R17
+        notifyObservers(.exit, of: run)  // SPEC R17
         dropStaleObserverSnapshots()  // an observer removed meanwhile is let go of by now
         lock.withLock { state.popRunCall() }
         return result.unsafelyUnwrapped
@@ -131,16 +133,16 @@ extension Loop {
 
     /// One pass, exactly as SPEC R19 lists it. Returns the run's result, or `nil` for another pass.
     private func runPass(_ run: RunContext) -> RunResult? {
-        notifyObservers(.beforeTimers, run.mode)  // 1
-        notifyObservers(.beforeSources, run.mode)  // 2
+        notifyObservers(.beforeTimers, of: run)  // 1
+        notifyObservers(.beforeSources, of: run)  // 2
         runBlocks(run)  // 3
         var handled = performSignalledSources(run)  // 4, then executor jobs (SPEC N1)
         if !(handled && run.returnAfterSourceHandled) { handled = runExecutorJobs(run) || handled }
         if handled { runBlocks(run) }  // 5
         let poll = handled || run.zeroTimeout || hasBlocks(for: run.mode)  // 6
-        if !poll { notifyObservers(.beforeWaiting, run.mode) }  // 7
+        if !poll { notifyObservers(.beforeWaiting, of: run) }  // 7
         waitForWork(run, poll: poll)  // 8
-        if !poll { notifyObservers(.afterWaiting, run.mode) }  // 9
+        if !poll { notifyObservers(.afterWaiting, of: run) }  // 9
         fireDueTimers(run)  // 10: timers, then ready descriptor sources (SPEC M3)
         handled = performReadyDescriptorSources(run) || handled
         runBlocks(run)  // 11
