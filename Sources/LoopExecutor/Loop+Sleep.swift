@@ -20,7 +20,9 @@ extension Loop {
     ///   loop stops accepting work first — its `LoopThread` begins shutting down (then the sleep
     ///   ends at once, before the thread's executors stop, so an actor pinned to the thread runs on)
     ///   or its thread exits — or already has.
-    /// - Precondition: `tolerance` is not negative.
+    /// - Precondition: `tolerance` is not negative; and the task does not run on this loop's own
+    ///   thread while the loop is not running (a task on Swift's cooperative pool sleeping on
+    ///   `Loop.current`): nothing would ever run the loop, so the call traps with a message instead.
     /// - Important: Safe from any task.
     public func sleep(
         for duration: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common],
@@ -36,7 +38,9 @@ extension Loop {
     /// ``sleep(for:tolerance:modes:)``.
     ///
     /// - Throws: `CancellationError` or ``LoopEndedError``.
-    /// - Precondition: `tolerance` is not negative.
+    /// - Precondition: `tolerance` is not negative; and the task does not run on this loop's own
+    ///   thread while the loop is not running (a task on Swift's cooperative pool sleeping on
+    ///   `Loop.current`): nothing would ever run the loop, so the call traps with a message instead.
     /// - Important: Safe from any task.
     public func sleep(
         until deadline: ContinuousClock.Instant, tolerance: Duration = .zero, modes: [Mode] = [.common],
@@ -47,6 +51,7 @@ extension Loop {
             tolerance >= .zero,
             "Loop.sleep(until:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
         )
+        preconditionSomeoneRunsTheLoop("Loop.sleep")
         try Task.checkCancellation()
         let wakeUp = Mailbox(
             on: self, buffer: SingleValue<Void>(), name: "Loop.sleep", noun: "sleep", loopEndIsFailure: true)

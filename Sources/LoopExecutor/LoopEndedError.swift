@@ -14,5 +14,5 @@ public struct LoopEndedError: Error, Sendable, Hashable, CustomStringConvertible
     }
 
     /// `the <loop> has ended`.
-    public var description: String { "the \(loop) has ended (its thread exited)" }
+    public var description: String { "the \(loop) has ended (its thread exited or its LoopThread shut down)" }
 }

@@ -22,6 +22,8 @@ extension Loop {
     ///   - tolerance: How late a tick may be; clamped to half the interval (SPEC R43). Must not be
     ///     negative.
     ///   - modes: The modes in which the timer fires; defaults to `Loop.Mode.common`.
+    /// - Precondition: The iteration does not start on this loop's own thread while the loop is not
+    ///   running (nothing would run it; it traps with a message instead).
     /// - Important: Safe from any thread. Iterate from one task at a time (a second task waiting on
     ///   the same iterator traps). The sequence also ends when the loop stops accepting work — its `LoopThread` begins shutting down (before the
     ///   thread's executors stop, so an actor pinned to the thread runs on) or its thread exits.
@@ -93,6 +95,7 @@ public struct LoopTicks: AsyncSequence, Sendable {
 
     /// A mailbox fed by a new repeating timer in the sequence's modes.
     private func startTimer() -> Mailbox<LatestTick> {
+        loop.preconditionSomeoneRunsTheLoop("LoopTicks")
         let mailbox = Mailbox(on: loop, buffer: LatestTick(), name: "LoopTicks", noun: "tick sequence")
         let interval = interval
         let timer = LoopTimer(

@@ -87,6 +87,37 @@ extension Loop {
 
     // MARK: - Internals
 
+    /// ``LoopDescriptorSource/setEvents(_:)`` for a source bound to this loop.
+    func changeEvents(of source: LoopDescriptorSource, to events: LoopDescriptorSource.Events)
+        throws(LoopSystemError)
+    {
+        let result: Result<Void, LoopSystemError> = lock.withLock {
+            let previous = source.events
+            guard events != previous else { return .success(()) }
+            source.watchedEvents.store(events.rawValue, ordering: .releasing)
+            // Readiness recorded but not performed yet, and no longer asked for, is dropped.
+            source.pendingEvents.formIntersection(events.union([.error, .hangUp]))
+            // Not registered (invalid, or in no mode) or paused: the next registration or resume
+            // uses the new events.
+            guard source.token != 0, source.isWatching else { return .success(()) }
+            do throws(LoopSystemError) {
+                try waiter.modify(source.descriptor, events: events.epollFlags, token: source.token)
+                return .success(())
+            } catch  where error.errno == EBADF || error.errno == ENOENT {
+                closedWhileRegistered(source, "change the events of", error)
+            } catch {
+                source.watchedEvents.store(previous.rawValue, ordering: .releasing)
+                return .failure(
+                    LoopSystemError(
+                        call: error.call, errno: error.errno,
+                        detail:
+                            "cannot change the events of descriptor \(source.descriptor) to [\(events)] on the \(self)"
+                    ))
+            }
+        }
+        try result.get()
+    }
+
     /// Starts watching the source's descriptor. Lock held.
     private func watch(_ source: LoopDescriptorSource) throws(LoopSystemError) {
         let token = state.nextDescriptorToken
@@ -125,12 +156,19 @@ extension Loop {
         do {
             try body()
         } catch  where error.errno == EBADF || error.errno == ENOENT {
-            preconditionFailure(
-                "LoopDescriptorSource: descriptor \(source.descriptor) was closed while it was registered with the \(self) (found when trying to \(action) it: \(error)). Remove or invalidate the source before closing its descriptor (SPEC R53)."
-            )
+            closedWhileRegistered(source, action, error)
         } catch {
             fatalError("LoopDescriptorSource: \(action) descriptor \(source.descriptor) on the \(self): \(error)")
         }
+    }
+
+    /// SPEC R53's trap: the descriptor was closed while registered.
+    private func closedWhileRegistered(_ source: LoopDescriptorSource, _ action: String, _ error: LoopSystemError)
+        -> Never
+    {
+        preconditionFailure(
+            "LoopDescriptorSource: descriptor \(source.descriptor) was closed while it was registered with the \(self) (found when trying to \(action) it: \(error)). Remove or invalidate the source before closing its descriptor (SPEC R53)."
+        )
     }
 
     /// Adds a common descriptor source to a mode that just became common (SPEC R62). Lock held.
@@ -175,8 +213,12 @@ extension Loop {
         for (token, flags) in ready {
             guard let source = state.descriptorSources[token], source.isWatching else { continue }
             if source.modes.contains(mode) {
+                // A wait that ended before a `setEvents` may report what the source no longer
+                // asks for.
+                let events = source.reportedEvents(epollFlags: flags)
+                guard !events.isEmpty else { continue }
                 if source.pendingEvents.isEmpty { loopThread.readyDescriptorSources.append(source) }
-                source.pendingEvents.formUnion(LoopDescriptorSource.Events(epollFlags: flags))
+                source.pendingEvents.formUnion(events)
                 relevant = true
                 checkStillRegistered(source)
             } else {

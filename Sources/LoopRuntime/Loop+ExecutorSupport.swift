@@ -28,6 +28,17 @@ extension Loop {
 }
 
 extension Loop {
+    /// The modes of the executor job queue whose batch the calling code runs in, if it runs in one
+    /// of this loop's job batches; `nil` otherwise (also off the loop's thread). Support for the
+    /// async calls that would wait for ever when their caller cannot run in the mode they wait in.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public var runningJobQueueModes: [Mode]? {
+        guard isCurrentThread else { return nil }
+        return loopThread.jobQueues.first { $0.isRunningBatch }?.modes
+    }
+
     /// The notification under way: the mode whose observers are called, the number of run calls
     /// in progress (nested runs count), and the loop's reading of its clock in nanoseconds since
     /// `ContinuousClock`'s origin — read after each wait and after each callout of user code,

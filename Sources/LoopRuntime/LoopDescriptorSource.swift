@@ -33,10 +33,11 @@ import Synchronization
 /// - Important: Safe from any thread: create, add, remove and invalidate from anywhere. The
 ///   handler runs on the loop's thread.
 public final class LoopDescriptorSource: @unchecked Sendable {
-    // Thread-safety: `descriptor`, `events`, `order`, `handler` and `endAwareReference` are immutable.
+    // Thread-safety: `descriptor`, `order`, `handler` and `endAwareReference` are immutable.
     // `sharedState` is guarded by the source's stripe lock; `valid` is an atomic that only changes
-    // under it. `modes`, `token`, `isWatching` and `pendingEvents` are guarded by the bound loop's
-    // lock. Lock order: loop lock, then the stripe lock.
+    // under it. `watchedEvents` is an atomic written under the bound loop's lock (under the stripe
+    // lock while the source is unbound). `modes`, `token`, `isWatching` and `pendingEvents` are
+    // guarded by the bound loop's lock. Lock order: loop lock, then the stripe lock.
 
     /// Readiness of a descriptor.
     ///
@@ -86,8 +87,12 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     /// The watched descriptor. Not owned: the source never closes it.
     public let descriptor: Int32
-    /// What the source waits for: `.readable`, `.writable` or both.
-    public let events: Events
+    /// What the source waits for now: `.readable`, `.writable` or both. Changed by
+    /// ``setEvents(_:)``.
+    ///
+    /// - Important: Safe from any thread.
+    public var events: Events { Events(rawValue: watchedEvents.load(ordering: .acquiring)) }
+    let watchedEvents: Atomic<UInt32>
     /// Among descriptor sources ready in the same pass, lower orders are performed first.
     public let order: Int
     let handler: @Sendable (LoopDescriptorSource, Events) -> Void
@@ -148,10 +153,62 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             !events.intersection([.readable, .writable]).isEmpty,
             "LoopDescriptorSource: events must contain .readable or .writable, got [\(events)].")
         self.descriptor = descriptor
-        self.events = events.intersection([.readable, .writable])
+        self.watchedEvents = Atomic(events.intersection([.readable, .writable]).rawValue)
         self.order = order
         self.handler = handler
         self.endAwareReference = endAware
+    }
+
+    /// Changes what the source waits for, in place: the descriptor's registration is updated, the
+    /// source stays in its modes and keeps its place among them.
+    ///
+    /// The usual use is a non-blocking writer. Wait for `.readable` only; when a write returns
+    /// `EAGAIN`, ask for `[.readable, .writable]`; when the pending output is written, go back to
+    /// `.readable` — no removing and re-adding the source at every turn.
+    ///
+    /// ```swift
+    /// // In the handler, on the loop's thread:
+    /// if events.contains(.writable) && connection.flush() == .drained {
+    ///     try source.setEvents(.readable)
+    /// }
+    /// ```
+    ///
+    /// It takes effect at once, even for a loop blocked in its wait: a readiness it now asks for
+    /// wakes that wait. Readiness it no longer asks for is not reported from then on (an `.error`
+    /// or `.hangUp` always is). Called on another thread while the loop is in the middle of the
+    /// source's handler, the handler still sees the readiness it was called for. Setting the
+    /// events it already has is cheap and does nothing; on a source that is invalid or was never
+    /// added, it only records the events.
+    ///
+    /// - Parameter events: `.readable`, `.writable`, or both.
+    /// - Throws: ``LoopSystemError`` from `epoll_ctl` if the kernel refuses the change (`ENOMEM`);
+    ///   the source then keeps its previous events.
+    /// - Precondition: `events` asks for reading or writing: to stop watching the descriptor,
+    ///   remove the source from its modes or invalidate it. The descriptor has not been closed
+    ///   while the source is registered (SPEC R53).
+    /// - Important: Safe from any thread, including the source's own handler.
+    public func setEvents(_ events: Events) throws(LoopSystemError) {
+        precondition(
+            !events.intersection([.readable, .writable]).isEmpty,
+            "LoopDescriptorSource.setEvents(_:) on descriptor \(descriptor): events must contain .readable or .writable, got [\(events)]. To stop watching the descriptor, remove the source from its modes or invalidate it."
+        )
+        let wanted = events.intersection([.readable, .writable])
+        // Unbound: recorded under the stripe lock, so that an `add` on another thread (which binds
+        // under the same lock) either sees the new events or finds the source bound here.
+        let loop: Loop? = withShared { binding in
+            guard let loop = binding.loop else {
+                watchedEvents.store(wanted.rawValue, ordering: .releasing)
+                return nil
+            }
+            return loop
+        }
+        try loop?.changeEvents(of: self, to: wanted)
+    }
+
+    /// The readiness in epoll `flags` that this source reports: what it waits for, and errors
+    /// and hang-ups always. Called with the bound loop's lock held.
+    func reportedEvents(epollFlags flags: UInt32) -> Events {
+        Events(epollFlags: flags).intersection(events.union([.error, .hangUp]))
     }
 
     /// False once the source was invalidated.

@@ -39,7 +39,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         public var description: String {
             switch self {
             case .invalidated: "the port was invalidated"
-            case .loopEnded(let loop): "the \(loop) has ended (its thread exited)"
+            case .loopEnded(let loop): "the \(loop) has ended (its thread exited or its LoopThread shut down)"
             }
         }
     }

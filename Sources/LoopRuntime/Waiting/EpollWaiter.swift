@@ -115,6 +115,10 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
         try control(cloop_epoll_ctl_add(), descriptor, events, token)
     }
 
+    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try control(cloop_epoll_ctl_mod(), descriptor, events, token)
+    }
+
     /// `EPOLL_CTL_MOD` with the same events: `EBADF` for a closed descriptor, `ENOENT` when the
     /// number now names a file that is not in the set.
     func checkRegistration(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {

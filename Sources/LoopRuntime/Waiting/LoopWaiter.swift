@@ -54,6 +54,11 @@ protocol LoopWaiter: AnyObject, Sendable {
     /// closed while paused. Called with the loop's lock held.
     func resume(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError)
 
+    /// Changes what a registered, watched `descriptor` is reported for; a wait in progress sees the
+    /// change (epoll re-checks the descriptor's readiness). Throws `EBADF`/`ENOENT` if it was closed
+    /// while registered. Called with the loop's lock held.
+    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError)
+
     /// Checks that `descriptor` is still the registered file (SPEC R53: a descriptor closed while
     /// registered can stay in the kernel's set through a duplicate and be reported ready for
     /// ever); throws `EBADF` or `ENOENT` if not. Costs a system call: the loop calls it rarely.

@@ -101,6 +101,10 @@ final class ManualWaiter: LoopWaiter, Sendable {
         try register(descriptor, events: events, token: token)
     }
 
+    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try checkRegistration(descriptor, events: events, token: token)
+    }
+
     func checkRegistration(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
         try state.withLock { (state) throws(LoopSystemError) in
             guard state.registered[descriptor] != nil else {

@@ -1,0 +1,106 @@
+import LoopRuntime
+import Synchronization
+
+extension Loop {
+    /// Runs `body` on the loop's thread in one of `modes` and returns its result to the awaiting
+    /// task, or throws what it threw.
+    ///
+    /// The body is queued as a block, exactly like ``LoopRuntime/Loop/perform(inModes:_:)``: it
+    /// runs at the next block step of a pass in one of `modes` (SPEC R57–R59). The calling task
+    /// is suspended meanwhile; no thread is blocked. Use it to reach a loop's thread-affine state
+    /// from async code once, without pinning an actor to the loop:
+    ///
+    /// ```swift
+    /// let rows = try await worker.loop.submit { database.query("SELECT count(*) FROM jobs") }
+    /// ```
+    ///
+    /// Awaiting it on the loop's own thread (from an actor pinned to the loop, say) is fine: the
+    /// body runs at the loop's next block step, after the caller has suspended. It waits for as
+    /// long as the loop does not run one of `modes`, as every block does.
+    ///
+    /// Cancelling the awaiting task does not withdraw the body: it is already queued, and the
+    /// call returns when the body has run.
+    ///
+    /// - Parameters:
+    ///   - modes: The modes the body may run in; must not be empty. Defaults to ``LoopRuntime/Loop/Mode/common``.
+    ///   - body: The work, run once on the loop's thread.
+    /// - Returns: What `body` returned.
+    /// - Throws: What `body` threw; or ``LoopEndedError`` if the loop had ended, or ended before it
+    ///   ran the body (the body then never runs).
+    /// - Important: Safe from any thread and any task.
+    public func submit<Value: Sendable>(
+        inModes modes: [Mode] = [.common],
+        _ body: @escaping @Sendable () throws -> Value
+    ) async throws -> Value {
+        precondition(
+            !modes.isEmpty,
+            "Loop.submit(inModes:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
+        )
+        let loopName = description
+        return try await withCheckedThrowingContinuation { continuation in
+            let completion = SubmitCompletion(continuation, loop: loopName)
+            let queued = perform(inModes: modes) { completion.resume(with: Result(catching: body)) }
+            if !queued { completion.resume(with: .failure(LoopEndedError(loop: loopName))) }
+        }
+    }
+}
+
+extension LoopThread {
+    /// Runs `body` on the thread's loop in one of `modes` and returns its result to the awaiting
+    /// task, or throws what it threw: ``LoopRuntime/Loop/submit(inModes:_:)`` for a `LoopThread`,
+    /// refused as soon as a shutdown has begun.
+    ///
+    /// ```swift
+    /// let handle = try await sqliteThread.submit { try Database.open(path) }
+    /// ```
+    ///
+    /// A body accepted before the shutdown runs in the shutdown's drain, and its result is
+    /// returned.
+    ///
+    /// - Parameters:
+    ///   - modes: The modes the body may run in; must not be empty. Defaults to ``LoopRuntime/Loop/Mode/common``.
+    ///   - body: The work, run once on the thread.
+    /// - Returns: What `body` returned.
+    /// - Throws: What `body` threw; ``LoopRuntime/LoopThreadError/shutDown(thread:)`` if a shutdown
+    ///   had begun (the body was not queued); ``LoopEndedError`` should the loop end without running it.
+    /// - Important: Safe from any thread and any task.
+    public func submit<Value: Sendable>(
+        inModes modes: [Loop.Mode] = [.common],
+        _ body: @escaping @Sendable () throws -> Value
+    ) async throws -> Value {
+        precondition(
+            !modes.isEmpty,
+            "LoopThread.submit(inModes:_:) was given an empty mode list for \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
+        )
+        let loopName = loop.description
+        return try await withCheckedThrowingContinuation { continuation in
+            let completion = SubmitCompletion(continuation, loop: loopName)
+            do {
+                try perform(inModes: modes) { completion.resume(with: Result(catching: body)) }
+            } catch {
+                completion.resume(with: .failure(error))
+            }
+        }
+    }
+}
+
+/// The awaiting side of a submitted body. Resumed once: by the body, by the refusal, or — should
+/// the loop ever let go of the queued body without running it — by its own `deinit`, so that no
+/// task is left suspended.
+private final class SubmitCompletion<Value: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<Value, any Error>?>
+    private let loop: String
+
+    init(_ continuation: CheckedContinuation<Value, any Error>, loop: String) {
+        self.continuation = Mutex(continuation)
+        self.loop = loop
+    }
+
+    func resume(with result: sending Result<Value, any Error>) {
+        continuation.withLock { $0.take() }?.resume(with: result)
+    }
+
+    deinit {
+        continuation.withLock { $0.take() }?.resume(throwing: LoopEndedError(loop: loop))
+    }
+}
