@@ -38,6 +38,16 @@ int cloop_set_current_thread_name(const char *name) {
 }
 
 // Drepper's "Futexes Are Tricky" mutex 2: 0 unlocked, 1 locked, 2 locked with waiters.
+/// The CPU's hint that this is a spin-wait loop: it saves power and lets a sibling hyper-thread run.
+static inline void cloop_spin_hint(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+    // Other architectures: no hint; the loop only spins 64 times before it sleeps in the kernel.
+}
+
 void cloop_lock_acquire(uint32_t *word) {
     _Atomic uint32_t *state = (_Atomic uint32_t *)word;
     uint32_t expected = 0;
@@ -46,7 +56,7 @@ void cloop_lock_acquire(uint32_t *word) {
         return;
     }
     for (int spin = 0; spin < 64; spin++) {
-        __builtin_ia32_pause();
+        cloop_spin_hint();
         expected = 0;
         if (atomic_load_explicit(state, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_weak_explicit(state, &expected, 1, memory_order_acquire,

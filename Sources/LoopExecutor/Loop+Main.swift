@@ -5,8 +5,8 @@ extension Loop {
     ///
     /// For programs whose main thread must be a run loop (a GUI toolkit, a thread-affine C
     /// library) but that want to write async code. Call it from a synchronous `main`, on the main
-    /// thread: `body` starts as a task, and the main thread runs ``main`` (through a
-    /// `LoopDriver`, so ``switchMode(to:)`` works) until `body` returns or throws.
+    /// thread: `body` starts as a task, and the main thread runs `Loop.main` (through a
+    /// `LoopDriver`, so ``switchMode(to:isolation:)`` works) until `body` returns or throws.
     /// While the main loop runs a common mode it services `DispatchQueue.main`, so `@MainActor`
     /// code runs inside its passes, interleaved with its timers, sources and observers (SPEC R56).
     ///

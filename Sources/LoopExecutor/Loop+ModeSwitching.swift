@@ -52,18 +52,18 @@ extension Loop {
     /// Code that cannot run while the loop is in `mode` must not call it, since `body` would wait
     /// for the loop to leave `mode` and only the end of `body` makes it leave. The call traps with
     /// a message in the two cases it can see: an actor or task on one of this loop's executors
-    /// whose modes do not include `mode`, and the main actor on ``LoopRuntime/Loop/main`` with a
+    /// whose modes do not include `mode`, and the main actor on `Loop.main` with a
     /// mode outside the common set. One it cannot see: on the main loop, main-actor work and
     /// `DispatchQueue.main` run only in common modes (as in CFRunLoop), so a `body` that awaits
     /// `MainActor.run { … }` from elsewhere waits until the switch back — for ever. Make the mode
-    /// common first (``LoopRuntime/Loop/addCommonMode(_:)``) when the body needs the main actor.
+    /// common first (`Loop.addCommonMode(_:)`) when the body needs the main actor.
     ///
     /// `body` runs in the caller's isolation (`isolation` defaults to it). If the loop's drive ends
     /// before it entered `mode` (its `LoopThread` is shutting down), `body` does not run and the
     /// call throws ``LoopEndedError``; if it ends while `body` runs, `body` finishes and its result
     /// is returned (there is no mode left to switch back to).
     ///
-    /// - Precondition: the loop is driven by a `LoopDriver` (see ``switchMode(to:)``), and the
+    /// - Precondition: the loop is driven by a `LoopDriver` (see ``switchMode(to:isolation:)``), and the
     ///   caller can run while the loop is in `mode` (see above).
     /// - Returns: What `body` returns.
     /// - Throws: ``LoopEndedError`` if the loop could not enter `mode`; what `body` throws.

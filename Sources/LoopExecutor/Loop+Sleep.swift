@@ -7,7 +7,7 @@ extension Loop {
     /// loop gets back onto it even while that loop shuts down: the shutdown ends the sleep first and
     /// does not end the loop before the resumed task has arrived there.
     ///
-    /// The wake-up is a one-shot ``LoopTimer`` in `modes`: it fires only while the loop runs one of
+    /// The wake-up is a one-shot `LoopTimer` in `modes`: it fires only while the loop runs one of
     /// them, never early, at the latest `tolerance` late (SPEC R34, R43). (`Task.sleep` does not use
     /// a custom executor's timers in Swift 6.3; this does.) Cancelling the task removes the timer at
     /// once and throws `CancellationError`.
@@ -16,6 +16,7 @@ extension Loop {
     ///   - duration: How long to sleep, on `ContinuousClock`.
     ///   - tolerance: How late the wake-up may be, so the loop can coalesce wake-ups.
     ///   - modes: The modes in which the timer fires; defaults to `Loop.Mode.common`.
+    ///   - isolation: The caller's isolation, which the task stays in (the default is right).
     /// - Throws: `CancellationError` if the task is (or gets) cancelled; ``LoopEndedError`` if the
     ///   loop stops accepting work first — its `LoopThread` begins shutting down (then the sleep
     ///   ends at once, before the thread's executors stop, so an actor pinned to the thread runs on)
@@ -35,7 +36,7 @@ extension Loop {
     }
 
     /// Suspends the calling task until `deadline`, on this loop's timers. See
-    /// ``sleep(for:tolerance:modes:)``.
+    /// ``sleep(for:tolerance:modes:isolation:)``.
     ///
     /// - Throws: `CancellationError` or ``LoopEndedError``.
     /// - Precondition: `tolerance` is not negative; and the task does not run on this loop's own

@@ -5,7 +5,7 @@ extension Loop {
     /// Runs `body` on the loop's thread in one of `modes` and returns its result to the awaiting
     /// task, or throws what it threw.
     ///
-    /// The body is queued as a block, exactly like ``LoopRuntime/Loop/perform(inModes:_:)``: it
+    /// The body is queued as a block, exactly like `Loop.perform(inModes:_:)`: it
     /// runs at the next block step of a pass in one of `modes` (SPEC R57–R59). The calling task
     /// is suspended meanwhile; no thread is blocked. Use it to reach a loop's thread-affine state
     /// from async code once, without pinning an actor to the loop:
@@ -22,7 +22,7 @@ extension Loop {
     /// call returns when the body has run.
     ///
     /// - Parameters:
-    ///   - modes: The modes the body may run in; must not be empty. Defaults to ``LoopRuntime/Loop/Mode/common``.
+    ///   - modes: The modes the body may run in; must not be empty. Defaults to `Loop.Mode.common`.
     ///   - body: The work, run once on the loop's thread.
     /// - Returns: What `body` returned.
     /// - Throws: What `body` threw; or ``LoopEndedError`` if the loop had ended, or ended before it
@@ -58,10 +58,10 @@ extension LoopThread {
     /// returned.
     ///
     /// - Parameters:
-    ///   - modes: The modes the body may run in; must not be empty. Defaults to ``LoopRuntime/Loop/Mode/common``.
+    ///   - modes: The modes the body may run in; must not be empty. Defaults to `Loop.Mode.common`.
     ///   - body: The work, run once on the thread.
     /// - Returns: What `body` returned.
-    /// - Throws: What `body` threw; ``LoopRuntime/LoopThreadError/shutDown(thread:)`` if a shutdown
+    /// - Throws: What `body` threw; `LoopThreadError.shutDown(thread:)` if a shutdown
     ///   had begun (the body was not queued); ``LoopEndedError`` should the loop end without running it.
     /// - Important: Safe from any thread and any task.
     public func submit<Value: Sendable>(

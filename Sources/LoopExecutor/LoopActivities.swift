@@ -82,7 +82,7 @@ extension Loop {
     /// so every resumption of it is a job that makes the loop run another pass — whose activities
     /// would resume it again, for ever, at 100% CPU. So such a consumer is not resumed at each
     /// event: its events are buffered and handed over in a batch when the loop wakes up
-    /// (``Loop/Activity/afterWaiting``), when a run ends (``Loop/Activity/exit``) or when the buffer
+    /// (`Loop.Activity.afterWaiting`), when a run ends (`Loop.Activity.exit`) or when the buffer
     /// is half full — both observed for this even when not asked for. An idle loop observed from
     /// its own executor therefore goes to sleep and stays asleep; each wake-up costs one extra pass
     /// to deliver the batch. A consumer on another thread gets every event as it happens.
