@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "ExitAndReentry", targets: ["ExitAndReentry"]),
         .executable(name: "PassHooks", targets: ["PassHooks"]),
         .executable(name: "ModalRun", targets: ["ModalRun"]),
+        .executable(name: "EchoServer", targets: ["EchoServer"]),
         .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
     ],
     targets: [
@@ -45,6 +46,9 @@ let package = Package(
         .executableTarget(
             name: "TrackingMode", dependencies: ["LoopRuntime", "LoopExecutor"],
             path: "Examples/TrackingMode"),
+        .executableTarget(
+            name: "EchoServer", dependencies: ["LoopRuntime", "LoopExecutor"],
+            path: "Examples/EchoServer"),
         .executableTarget(
             name: "StallDetector", dependencies: ["LoopRuntime", "LoopExecutor"],
             path: "Examples/StallDetector"),
