@@ -36,24 +36,31 @@ struct App {
         Loop.main.add(clock, forMode: .common)
         Loop.main.add(clock, forMode: "tracking")
 
-        try Loop.runMain {
+        // The body runs on the main actor, inside the main loop's passes.
+        let finalTitle = try Loop.runMain {
             let model = ViewModel()
-            await model.update("loading")
+            model.update("loading")
             DispatchQueue.main.async { print("\(stamp())  DispatchQueue.main block") }
             try await Loop.main.sleep(for: .milliseconds(60))
-            await model.update("ready")
-
-            // "Tracking" is not a common mode: main-queue and @MainActor work wait until it ends.
-            try await Loop.main.withMode("tracking") {
-                print("\(stamp())  tracking starts — main-queue work now waits")
-                DispatchQueue.main.async { print("\(stamp())  DispatchQueue.main block (queued while tracking)") }
-                Task { @MainActor in model.update("update queued while tracking") }
-                try? await Task.sleep(for: .milliseconds(120))
-                print("\(stamp())  tracking ends")
-            }
+            model.update("ready")
+            try await followTheDrag(of: model)
             try await Loop.main.sleep(for: .milliseconds(30))
-            print("\(stamp())  final title: \(await model.title)")
+            return model.title
         }
+        print("\(stamp())  final title: \(finalTitle)")
         clock.invalidate()
+    }
+}
+
+/// "Tracking" is not a common mode: main-queue and @MainActor work wait until it ends. So this runs
+/// off the main actor (`nonisolated`): code on the main actor could not run while the main loop is
+/// in "tracking", and `withMode` traps rather than wait for ever if asked to from there.
+nonisolated func followTheDrag(of model: ViewModel) async throws {
+    try await Loop.main.withMode("tracking") {
+        print("\(stamp())  tracking starts — main-queue work now waits")
+        DispatchQueue.main.async { print("\(stamp())  DispatchQueue.main block (queued while tracking)") }
+        Task { @MainActor in model.update("update queued while tracking") }
+        try? await Task.sleep(for: .milliseconds(120))
+        print("\(stamp())  tracking ends")
     }
 }

@@ -1,52 +1,77 @@
 import LoopRuntime
 
 extension Loop {
-    /// Hands the main thread to the main loop while `body` runs, and returns when it is done.
+    /// Hands the main thread to the main loop while `body` runs on the main actor, and returns
+    /// what `body` returns.
     ///
     /// For programs whose main thread must be a run loop (a GUI toolkit, a thread-affine C
-    /// library) but that want to write async code. Call it from a synchronous `main`, on the main
-    /// thread: `body` starts as a task, and the main thread runs `Loop.main` (through a
-    /// `LoopDriver`, so ``switchMode(to:isolation:)`` works) until `body` returns or throws.
-    /// While the main loop runs a common mode it services `DispatchQueue.main`, so `@MainActor`
-    /// code runs inside its passes, interleaved with its timers, sources and observers (SPEC R56).
+    /// library) but that want to write async code. Call it from a **synchronous** `main`, on the
+    /// main thread: `body` starts as a main-actor task, and the main thread runs `Loop.main`
+    /// (through a `LoopDriver`, so ``switchMode(to:isolation:)`` works) until `body` returns or
+    /// throws. While the main loop runs a common mode it services `DispatchQueue.main`, so
+    /// `@MainActor` code — `body` itself — runs inside its passes, interleaved with its timers,
+    /// sources and observers (SPEC R56).
     ///
     /// ```swift
     /// @main struct App {
     ///     static func main() throws {
-    ///         try Loop.runMain {
-    ///             await MainActor.run { window.show() }
+    ///         let exitCode = try Loop.runMain {
+    ///             window.show()                                 // on the main actor
     ///             try await Loop.main.sleep(for: .seconds(1))
+    ///             return 0
     ///         }
+    ///         exit(exitCode)
     ///     }
     /// }
     /// ```
     ///
-    /// - Parameter body: The program's async work.
-    /// - Throws: What `body` throws, after the main loop stopped.
-    /// - Precondition: called on the main thread, outside any run of the main loop.
-    public static func runMain(_ body: @escaping @Sendable () async throws -> Void) throws {
+    /// Since `body` is on the main actor, it runs only in the main loop's common modes. Code that
+    /// must go on while the main loop is in another mode (``withMode(_:isolation:_:)`` with a mode
+    /// that is not common) belongs in a `nonisolated` async function that `body` awaits.
+    ///
+    /// An `async` `main` cannot call it: Swift concurrency already owns the main thread there (it
+    /// drains the main queue itself), and the main loop can never take it over, so the call traps
+    /// with a message. Use a synchronous `main` as above.
+    ///
+    /// - Parameter body: The program's async work, on the main actor.
+    /// - Returns: What `body` returned, after the main loop stopped.
+    /// - Throws: What `body` threw, after the main loop stopped.
+    /// - Precondition: called on the main thread, from synchronous code outside any task and any
+    ///   run of the main loop.
+    public static func runMain<Result: Sendable>(
+        _ body: @escaping @MainActor () async throws -> Result
+    ) throws -> Result {
+        // First: in an async main, the code may not even run on the main thread any more.
+        precondition(
+            withUnsafeCurrentTask { $0 == nil },
+            "Loop.runMain(_:) was called from async code (an async main, or a task). It must own the main thread, and in an async main Swift concurrency already does. Call it from a synchronous main: `static func main() throws { try Loop.runMain { … } }`."
+        )
         precondition(
             main.isCurrentThread,
             "Loop.runMain(_:) must be called on the main thread: it hands that thread to the main loop.")
         let driver = LoopDriver(loop: main)
-        let outcome = MainOutcome()
-        Task.detached {
+        let outcome = MainOutcome<Result>()
+        Task { @MainActor in
             do {
-                try await body()
+                outcome.set(.success(try await body()))
             } catch {
-                outcome.set(error)
+                outcome.set(.failure(error))
             }
             driver.stop()
         }
         driver.run()
-        if let error = outcome.error { throw error }
+        return try outcome.take().get()
     }
 }
 
-/// The error `runMain`'s body threw, if any; written by the body's task before it stops the driver,
+/// What `runMain`'s body returned or threw; written by the body's task before it stops the driver,
 /// read on the main thread after `run()` returned.
-private final class MainOutcome: @unchecked Sendable {
+private final class MainOutcome<Value: Sendable>: @unchecked Sendable {
     // Written before `driver.stop()` (which takes locks the driver's return also takes), read after.
-    private(set) var error: (any Error)?
-    func set(_ error: any Error) { self.error = error }
+    private var result: Result<Value, any Error>?
+    func set(_ result: Result<Value, any Error>) { self.result = result }
+    func take() -> Result<Value, any Error> {
+        guard let result else { preconditionFailure("Loop.runMain: the main loop stopped before the body finished") }
+        return result
+    }
 }

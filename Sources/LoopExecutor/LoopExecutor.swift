@@ -166,14 +166,19 @@ extension LoopThread {
 /// ```swift
 /// actor Database: LoopActor {
 ///     nonisolated let loopExecutor: LoopExecutor
-///     private let connection: OpaquePointer   // a thread-affine C handle
+///     private var connection: OpaquePointer?   // a thread-affine C handle
 ///
-///     init(thread: LoopThread) {
+///     init(thread: LoopThread) async {
 ///         loopExecutor = thread.executor
+///         // Every stored property is set: from here on the init runs on the actor's executor,
+///         // so the handle is opened on the loop's thread.
 ///         connection = open_connection()
 ///     }
 /// }
 /// ```
+///
+/// Open thread-affine handles in an `async` initializer like this one (or in a method): a
+/// synchronous initializer runs on the caller's thread, not the loop's.
 ///
 /// - Important: The executor must stay the same for the life of the actor.
 public protocol LoopActor: Actor {

@@ -102,9 +102,17 @@ public struct LoopTicks: AsyncSequence, Sendable {
             after: interval, interval: interval, tolerance: Swift.min(tolerance, interval / 2)
         ) { timer in
             guard let date = timer.fireDate else { return }
-            // A late firing stands for every fire point that has passed since its date: the timer
-            // skips them (SPEC R37), so they count as missed now.
-            let skipped = Swift.max(0, Int(date.duration(to: .now) / interval))
+            // A late firing stands for every fire point that has passed since its date. The timer
+            // would skip them after this callout (SPEC R37) by a clock reading of its own, which
+            // could count one point more than a reading taken here; so the callout schedules the
+            // next point itself (SPEC R38: a later date set by the callout is kept), and the
+            // count it reports is exactly what the timer skips.
+            let late = date.duration(to: .now)
+            var skipped = 0
+            if late >= interval {
+                skipped = Int(late / interval)
+                timer.setFireDate(date + interval * (skipped + 1))
+            }
             mailbox.send(LoopTick(date: date, missed: skipped))
         }
         let (loop, modes) = (loop, modes)

@@ -80,3 +80,29 @@ struct SubmitTests {
         }
     }
 }
+
+/// The pattern `LoopActor`'s documentation shows: a thread-affine handle opened in an async init,
+/// after the executor is set, runs on the loop's thread.
+private actor AffineResource: LoopActor {
+    nonisolated let loopExecutor: LoopExecutor
+    private var openedOnLoopThread = false
+
+    init(thread: LoopThread) async {
+        loopExecutor = thread.executor
+        // `self` is fully initialized: the rest of this init runs on the actor's executor.
+        openedOnLoopThread = thread.loop.isCurrentThread
+    }
+
+    var wasOpenedOnLoopThread: Bool { openedOnLoopThread }
+}
+
+@Suite("LoopActor initialization")
+struct LoopActorInitTests {
+    @Test("A LoopActor's async init continues on the loop's thread once the actor is initialized")
+    func asyncInitRunsOnTheLoop() async throws {
+        let thread = try LoopThread(name: "affine-init")
+        defer { thread.shutdown() }
+        let resource = await AffineResource(thread: thread)
+        #expect(await resource.wasOpenedOnLoopThread)
+    }
+}

@@ -24,6 +24,22 @@ func check(_ name: String, _ condition: Bool) {
 let loop = Loop.main
 precondition(loop.isCurrentThread, "MainLoopChecks must run on the main thread")
 
+// Programmer errors that need the main thread: each must trap with its message (MainLoopTests
+// runs these and checks the exit and the message).
+switch CommandLine.arguments.dropFirst().first {
+case "--with-mode-from-main-actor":
+    // withMode to a mode outside the common set, from the main actor: it could never finish.
+    _ = try? Loop.runMain { try await Loop.main.withMode("not-common") {} }
+    exit(0)  // not reached
+case "--run-main-from-a-task":
+    // runMain from async code on the main thread: it cannot take the thread over.
+    Task { @MainActor in _ = try? Loop.runMain { 0 } }
+    _ = loop.run(.default, for: .seconds(10))  // the task runs in this run's drain of the main queue
+    exit(0)  // not reached
+default:
+    break
+}
+
 // 1. A main-queue block runs while the main loop runs the default mode, and the drain counts as a
 //    handled source.
 let ran = Atomic<Int>(0)
@@ -65,21 +81,36 @@ counter.invalidate()
 check("R56 an idle main loop makes one wait (no spin)", idle == .timedOut && waits.load(ordering: .relaxed) == 1)
 check("R56 an idle main loop uses (almost) no CPU: \(Int(cpuAfter - cpuBefore)) µs", cpuAfter - cpuBefore < 50_000)
 
-// 5. Loop.runMain hands the main thread to the main loop while async code runs.
+// 5. Loop.runMain hands the main thread to the main loop while its main-actor body runs, and
+//    returns the body's result. The mode switches run off the main actor: the main actor cannot
+//    run while the main loop is in "tracking", which is not a common mode.
+nonisolated func switchToTrackingAndBack() async -> Bool {
+    await Loop.main.switchMode(to: tracking)
+    let inTracking = Loop.main.currentMode == tracking
+    await Loop.main.switchMode(to: .default)
+    return inTracking
+}
 do {
-    try Loop.runMain {
-        await MainActor.run { trace.append("run-main") }
+    let result = try Loop.runMain {
+        trace.append("run-main")
         try await Loop.main.sleep(for: .milliseconds(10))
-        await Loop.main.switchMode(to: tracking)
-        let inTracking = Loop.main.currentMode == tracking
-        await Loop.main.switchMode(to: .default)
+        let inTracking = await switchToTrackingAndBack()
         trace.append(inTracking ? "switched" : "not-switched")
+        return 42
     }
+    check("Loop.runMain returns what its body returned", result == 42)
 } catch {
     check("Loop.runMain did not throw", false)
 }
 check(
     "Loop.runMain runs async work, main-actor work and mode switches", trace.all.suffix(2) == ["run-main", "switched"])
+struct Refusal: Error {}
+do {
+    try Loop.runMain { () throws -> Void in throw Refusal() }
+    check("Loop.runMain rethrows what its body threw", false)
+} catch {
+    check("Loop.runMain rethrows what its body threw", error is Refusal)
+}
 
 print(failures == 0 ? "all main-loop checks passed" : "\(failures) main-loop check(s) failed")
 exit(failures == 0 ? 0 : 1)
