@@ -32,8 +32,11 @@ enum Socket {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard bound == 0 else { throw SocketError(call: "bind", errno: errno) }
-        guard Glibc.listen(descriptor, 128) == 0 else { throw SocketError(call: "listen", errno: errno) }
+        guard bound == 0, Glibc.listen(descriptor, 128) == 0 else {
+            let error = SocketError(call: bound == 0 ? "listen" : "bind", errno: errno)
+            _ = close(descriptor)
+            throw error
+        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
@@ -54,7 +57,11 @@ enum Socket {
                 Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard connected == 0 else { throw SocketError(call: "connect", errno: errno) }
+        guard connected == 0 else {
+            let error = SocketError(call: "connect", errno: errno)
+            _ = close(descriptor)
+            throw error
+        }
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         return descriptor
     }
@@ -301,7 +308,12 @@ actor EchoClient: LoopActor {
             [unowned self] _, events in
             self.assumeIsolated { $0.handle(events) }
         }
-        try loopExecutor.loop.add(source, forMode: .common)
+        do {
+            try loopExecutor.loop.add(source, forMode: .common)
+        } catch {
+            closeSocket()
+            throw error
+        }
         self.source = source
         let bytes = try await withCheckedThrowingContinuation { done = $0 }
         return bytes == payload.count ? payload.reduce(0) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 } : 0
@@ -382,6 +394,8 @@ struct Main {
         let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
         let connections = arguments.first ?? 8
         let lines = arguments.dropFirst().first ?? 20_000
+        // A peer that closes early must make a write fail with EPIPE, not kill the process.
+        signal(SIGPIPE, SIG_IGN)
 
         let serverThread = try LoopThread(name: "echo-server")
         let clientThread = try LoopThread(name: "echo-clients")

@@ -27,6 +27,8 @@ extension Loop {
     /// - Returns: What `body` returned.
     /// - Throws: What `body` threw; or ``LoopEndedError`` if the loop had ended, or ended before it
     ///   ran the body (the body then never runs).
+    /// - Precondition: not awaited on a loop that nothing will run (`Loop.current` on a thread of
+    ///   Swift's cooperative pool): it traps with a message instead of waiting for ever.
     /// - Important: Safe from any thread and any task.
     public func submit<Value: Sendable>(
         inModes modes: [Mode] = [.common],
@@ -36,6 +38,7 @@ extension Loop {
             !modes.isEmpty,
             "Loop.submit(inModes:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
         )
+        preconditionSomeoneRunsTheLoop("Loop.submit")
         let loopName = description
         return try await withCheckedThrowingContinuation { continuation in
             let completion = SubmitCompletion(continuation, loop: loopName)

@@ -4,13 +4,15 @@
 // where their answer could never come — rather than leave the task suspended for ever.
 
 extension Loop {
-    /// Traps if the calling task waits on this loop's timers from the loop's own thread while no
-    /// run call is in progress: nothing would run the loop, so the timer could never fire. (A
-    /// thread of Swift's cooperative pool never runs its loop; `Loop.current` there is such a loop.)
+    /// Traps if the calling task waits on this loop from the loop's own thread, and nothing will
+    /// ever run the loop: it is not running, has never run, is not driven, and is not the main
+    /// loop (which a program may start running later). That is `Loop.current` on a thread of
+    /// Swift's cooperative pool, which never runs its loop. (A thread that will run its loop for
+    /// the first time only after such a wait began is the one case this gets wrong.)
     func preconditionSomeoneRunsTheLoop(_ call: StaticString) {
-        guard isCurrentThread, !isRunning else { return }
+        guard isCurrentThread, self !== Loop.main, driver == nil, !hasEverRun, !isRunning else { return }
         preconditionFailure(
-            "\(call): the task runs on the thread of the \(self), and that loop is not running, so its timer would never fire (a thread of Swift's cooperative pool never runs its loop; Loop.current there is such a loop). Wait on a loop that runs: a LoopThread's loop, or Loop.main while Loop.runMain runs it; or use Task.sleep."
+            "\(call): the task runs on the thread of the \(self), and nothing runs that loop (it has never run and is not driven), so the wait would never end (a thread of Swift's cooperative pool never runs its loop; Loop.current there is such a loop). Wait on a loop that runs: a LoopThread's loop, or Loop.main while Loop.runMain runs it; for a plain delay, use Task.sleep."
         )
     }
 

@@ -98,26 +98,46 @@ public struct LoopTicks: AsyncSequence, Sendable {
         loop.preconditionSomeoneRunsTheLoop("LoopTicks")
         let mailbox = Mailbox(on: loop, buffer: LatestTick(), name: "LoopTicks", noun: "tick sequence")
         let interval = interval
+        let counted = CountedFirePoints()
         let timer = LoopTimer(
             after: interval, interval: interval, tolerance: Swift.min(tolerance, interval / 2)
         ) { timer in
             guard let date = timer.fireDate else { return }
-            // A late firing stands for every fire point that has passed since its date. The timer
-            // would skip them after this callout (SPEC R37) by a clock reading of its own, which
-            // could count one point more than a reading taken here; so the callout schedules the
-            // next point itself (SPEC R38: a later date set by the callout is kept), and the
-            // count it reports is exactly what the timer skips.
-            let late = date.duration(to: .now)
-            var skipped = 0
-            if late >= interval {
-                skipped = Int(late / interval)
-                timer.setFireDate(date + interval * (skipped + 1))
-            }
-            mailbox.send(LoopTick(date: date, missed: skipped))
+            mailbox.send(LoopTick(date: date, missed: counted.missed(firing: date, interval: interval)))
         }
         let (loop, modes) = (loop, modes)
         mailbox.attach(start: { for mode in modes { loop.add(timer, forMode: mode) } }, detach: timer.invalidate)
         return mailbox
+    }
+}
+
+/// Counts the fire points of a tick timer that were never delivered, each exactly once.
+///
+/// A late firing reports at once every fire point that has passed since its date (the timer will
+/// skip them after the callout, SPEC R37). The timer skips by a clock reading of its own, taken
+/// after the callout, so it may skip one point more than the callout's reading saw: the next
+/// firing's date shows it (the gap between dates), and it is counted then. Fire points stay on the
+/// timer's grid (R37 keeps the phase), so the dates tell exactly what was skipped.
+private final class CountedFirePoints: @unchecked Sendable {
+    // Only the timer's callout touches it, and a timer's callouts run one at a time on its loop's
+    // thread.
+    /// The last fire point delivered or counted as missed.
+    private var last: ContinuousClock.Instant?
+
+    func missed(firing date: ContinuousClock.Instant, interval: Duration) -> Int {
+        let step = Self.nanoseconds(interval)
+        // Skipped before this firing, beyond what was counted already.
+        let skipped = last.map { Swift.max(0, Self.nanoseconds($0.duration(to: date)) / step - 1) } ?? 0
+        // Passed since this firing's date: the timer skips them next.
+        let passed = Swift.max(0, Self.nanoseconds(date.duration(to: .now)) / step)
+        last = date + interval * passed
+        return Int(skipped + passed)
+    }
+
+    /// Whole nanoseconds: integer arithmetic, exact where a `Double` quotient is not.
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
 

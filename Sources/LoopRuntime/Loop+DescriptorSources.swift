@@ -280,9 +280,12 @@ extension Loop {
         var handled = false
         if !batch.isEmpty {
             if batch.count > 1 { batch.sort { $0.0.order < $1.0.order } }
-            for (source, events) in batch {
+            for (source, collected) in batch {
+                // What the source still asks for: an earlier handler of this batch, or another
+                // thread, may have changed it (`setEvents`) since the readiness was collected.
+                let events = collected.intersection(source.events.union([.error, .hangUp]))
                 // The callout gate (Loop+Callouts.swift): `invalidate()` from another thread waits.
-                guard
+                guard !events.isEmpty,
                     let previous = beginCallout(
                         source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
                 else { continue }

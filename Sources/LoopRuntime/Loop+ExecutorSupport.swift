@@ -36,8 +36,15 @@ extension Loop {
     @_spi(LoopExecutorSupport)
     public var runningJobQueueModes: [Mode]? {
         guard isCurrentThread else { return nil }
-        return loopThread.jobQueues.first { $0.isRunningBatch }?.modes
+        return loopThread.runningJobQueue?.takeUnretainedValue().modes
     }
+
+    /// True if a run call of this loop has ever been made (on its thread: the loop only runs
+    /// there). Support for the async waits that trap on a loop nobody runs.
+    ///
+    /// - Important: Call on the loop's thread.
+    @_spi(LoopExecutorSupport)
+    public var hasEverRun: Bool { loopThread.hasRun }
 
     /// The notification under way: the mode whose observers are called, the number of run calls
     /// in progress (nested runs count), and the loop's reading of its clock in nanoseconds since

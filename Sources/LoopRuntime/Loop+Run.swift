@@ -92,6 +92,7 @@ extension Loop {
         -> RunResult
     {
         preconditionOnLoopThread("run(_:)")
+        loopThread.hasRun = true
         if isMain { installMainQueueSourceIfNeeded(runningIn: mode) }
         let entered: RunContext? = lock.withLock {
             // SPEC R10: a missing or empty mode returns at once, with no entry or exit.

@@ -99,10 +99,13 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         }
         guard !batch.isEmpty else { return false }
         isRunningBatch = true
+        let outerQueue = loop.loopThread.runningJobQueue
+        loop.loopThread.runningJobQueue = Unmanaged.passUnretained(self)
         let runJob = self.runJob!
         for job in batch {
             runJob(job)
         }
+        loop.loopThread.runningJobQueue = outerQueue
         isRunningBatch = false
         batch.removeAll(keepingCapacity: true)
         let released: AnyObject? = lock.withLock {

@@ -23,7 +23,7 @@ struct SilentHangTests {
         let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             try await Loop.current.sleep(for: .milliseconds(1))
         }
-        #expect(String(decoding: exit.standardErrorContent, as: UTF8.self).contains("its timer would never fire"))
+        #expect(String(decoding: exit.standardErrorContent, as: UTF8.self).contains("nothing runs that loop"))
     }
 
     @Test("Ticks of a loop nobody runs (Loop.current on the cooperative pool) trap")
@@ -32,6 +32,14 @@ struct SilentHangTests {
             for try await _ in Loop.current.ticks(every: .milliseconds(1)) { break }
         }
         #expect(String(decoding: exit.standardErrorContent, as: UTF8.self).contains("LoopTicks: the task runs"))
+    }
+
+    @Test("Loop.submit on a loop nobody runs (Loop.current on the cooperative pool) traps")
+    func submitOnAnIdleCurrentLoop() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = try await Loop.current.submit { 1 }
+        }
+        #expect(String(decoding: exit.standardErrorContent, as: UTF8.self).contains("Loop.submit: the task runs"))
     }
 
     @Test("withMode from an actor that cannot run in that mode traps")

@@ -142,6 +142,34 @@ struct LoopDescriptorInterestTests {
         #expect(trace.text == "writable")
     }
 
+    @Test("M3 R53 a change made by an earlier handler of the same pass is honoured by the later one")
+    func changedWithinAPass() throws {
+        let loop = try makeEpollLoop()
+        let (first, second) = (SocketPair(), SocketPair())
+        defer {
+            first.close()
+            second.close()
+        }
+        let trace = Trace()
+        let later = LoopDescriptorSource(descriptor: second.local, events: .readable, order: 1) { _, events in
+            trace.append("later:\(events)")
+        }
+        let earlier = LoopDescriptorSource(descriptor: first.local, events: .readable, order: 0) { _, events in
+            trace.append("earlier:\(events)")
+            try? later.setEvents(.writable)  // no longer reading: its readiness must not be reported
+        }
+        try loop.add(earlier, forMode: .default)
+        try loop.add(later, forMode: .default)
+        second.fillLocal()  // so that `later` is not writable either
+        first.sendFromPeer()
+        second.sendFromPeer()
+        // Both are readable after one wait (SPEC M3); the earlier handler runs first.
+        #expect(loop.run(.default, for: .seconds(10), returnAfterSourceHandled: true) == .handledSource)
+        #expect(trace.text == "earlier:readable")
+        earlier.invalidate()
+        later.invalidate()
+    }
+
     @Test("R53 events set before the source is added are the ones watched")
     func beforeAdding() throws {
         let loop = try makeEpollLoop()

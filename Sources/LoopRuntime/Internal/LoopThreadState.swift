@@ -16,6 +16,11 @@ final class LoopThreadState {
     /// modes live as long as the loop.
     @exclusivity(unchecked) var notifiedMode: Unmanaged<ModeState>?
     @exclusivity(unchecked) var descriptors: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
+    /// The executor job queue whose batch runs now, innermost first (a job may make a nested run
+    /// in which another queue's batch runs); unretained: the batch holds the queue.
+    @exclusivity(unchecked) var runningJobQueue: Unmanaged<LoopJobQueue>?
+    /// A run call has been made on this loop at least once.
+    @exclusivity(unchecked) var hasRun = false
     /// The wait's result buffer; the wait is never re-entered while it is in use.
     @exclusivity(unchecked) var waitEvents = WaitEvents()
 
