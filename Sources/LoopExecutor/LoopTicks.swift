@@ -46,8 +46,10 @@ extension Loop {
 public struct LoopTick: Sendable, Hashable {
     /// The fire point this tick stands for (the timer's scheduled date, not the moment it ran).
     public var date: ContinuousClock.Instant { storedDate.instant }
-    /// How many ticks before this one were not delivered: skipped by the loop (it was busy or in
-    /// another mode) or superseded while the consumer was busy.
+    /// How many fire points were not delivered as ticks of their own: skipped by the loop (it was
+    /// busy or in another mode) or superseded while the consumer was busy. A tick that fires late
+    /// also counts the points that passed since its `date` (the timer skips them), so this is how
+    /// many ticks you missed by the time this one arrives; each point is counted exactly once.
     public let missed: Int
     /// `date` as plain data (see `StoredInstant`).
     private let storedDate: StoredInstant
