@@ -39,15 +39,7 @@ struct SocketPair {
 
     /// Reads everything `peer` has; returns the number of bytes.
     @discardableResult
-    func drainPeer() -> Int {
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        var total = 0
-        while true {
-            let count = read(peer, &buffer, buffer.count)
-            if count <= 0 { return total }
-            total += count
-        }
-    }
+    func drainPeer() -> Int { readAll(peer) }
 
     func sendFromPeer(_ byte: UInt8 = 1) {
         var value = byte

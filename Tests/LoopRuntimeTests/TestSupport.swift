@@ -164,19 +164,23 @@ struct Pipe {
 
     /// Reads everything available; returns the number of bytes.
     @discardableResult
-    func drain() -> Int {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var total = 0
-        while true {
-            let count = read(reader, &buffer, buffer.count)
-            if count <= 0 { return total }
-            total += count
-        }
-    }
+    func drain() -> Int { readAll(reader) }
 
     func close() {
         _ = Glibc.close(reader)
         _ = Glibc.close(writer)
+    }
+}
+
+/// Reads a non-blocking descriptor until it has nothing more; returns the number of bytes.
+@discardableResult
+func readAll(_ descriptor: Int32) -> Int {
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    var total = 0
+    while true {
+        let count = read(descriptor, &buffer, buffer.count)
+        if count <= 0 { return total }
+        total += count
     }
 }
 
