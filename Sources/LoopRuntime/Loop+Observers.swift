@@ -146,21 +146,35 @@ extension Loop {
             mode.observerSnapshot = lock.withLock { mode.observers }
             mode.observerSnapshotVersion = version
         }
+        // Held for the whole notification: a nested run may replace the mode's snapshot. The
+        // snapshot holds every observer in it, so they are used unretained below (a retain and a
+        // release per observer and per event otherwise: the activity stream's largest cost).
         let snapshot = mode.observerSnapshot
         let outerNotification = loopThread.notifiedMode  // a nested run's notifications come back here
         loopThread.notifiedMode = Unmanaged.passUnretained(mode)
         defer { loopThread.notifiedMode = outerNotification }
-        for observer in snapshot where observer.activities.contains(activity) {
-            // SPEC R29: an observer whose callout is running hears nothing, nested runs included.
-            guard observer.isValid, !observer.isInCallout else { continue }
-            observer.isInCallout = true
-            observer.handler(observer, activity)
-            observer.isInCallout = false
-            if !observer.repeats { observer.invalidate() }  // SPEC R28
-            // A user's observer may have run for any time: the clock is read again when next
-            // needed (by the observers after it, too). Recording observers (the activity stream)
-            // return at once and leave the reading shared.
-            if !observer.takesNoTime { loopThread.timePassed() }
+        snapshot.withUnsafeBufferPointer { observers in
+            for index in observers.indices {
+                Unmanaged.passUnretained(observers[index])._withUnsafeGuaranteedRef { observer in
+                    notify(observer, activity)
+                }
+            }
         }
+    }
+
+    /// One observer's callout, if it wants `activity` and may hear it.
+    @inline(__always)
+    private func notify(_ observer: LoopObserver, _ activity: Activity) {
+        guard observer.activities.contains(activity) else { return }
+        // SPEC R29: an observer whose callout is running hears nothing, nested runs included.
+        guard observer.isValid, !observer.isInCallout else { return }
+        observer.isInCallout = true
+        observer.handler(observer, activity)
+        observer.isInCallout = false
+        if !observer.repeats { observer.invalidate() }  // SPEC R28
+        // A user's observer may have run for any time: the clock is read again when next needed
+        // (by the observers after it, too). Recording observers (the activity stream) return at
+        // once and leave the reading shared.
+        if !observer.takesNoTime { loopThread.timePassed() }
     }
 }
