@@ -70,6 +70,11 @@ let package = Package(
         .testTarget(name: "LoopRuntimeTests", dependencies: ["LoopRuntime", "CLoopRuntimeShims"]),
         .testTarget(
             name: "LoopExecutorTests", dependencies: ["LoopExecutor", "LoopRuntime", "MainLoopChecks"]),
+        // Random programs run against the real CFRunLoop and LoopRuntime (Swift 5 mode, for
+        // `import CoreFoundation`).
+        .testTarget(
+            name: "DifferentialTests", dependencies: ["LoopRuntime"],
+            swiftSettings: [.swiftLanguageMode(.v5)]),
         // Checks that need the process's main thread (SPEC R56); spawned by LoopExecutorTests.
         .executableTarget(
             name: "MainLoopChecks", dependencies: ["LoopExecutor", "LoopRuntime", "CLoopRuntimeShims"],

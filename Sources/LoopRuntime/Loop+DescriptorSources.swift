@@ -29,15 +29,15 @@ extension Loop {
         let result: Result<Bool, LoopSystemError> = change { _ in
             guard state.lifecycle.acceptsItems else { return .success(false) }
             guard bind(source) else { return .success(true) }
-            if mode == .common {
-                guard state.commonItems.insert(.descriptorSource(source)) else { return .success(true) }
-            }
+            // SPEC R63: into every common mode it is missing from, also when it is a common item
+            // already (and was removed from one of them, R64), as CFRunLoop does.
+            let newlyCommon = mode == .common && state.commonItems.insert(.descriptorSource(source))
             let added = state.concreteModes(mode).filter { !source.modes.contains($0) }
             if source.token == 0 && !added.isEmpty {
                 do throws(LoopSystemError) {
                     try watch(source)
                 } catch {
-                    if mode == .common { state.commonItems.remove(source) }
+                    if newlyCommon { state.commonItems.remove(source) }
                     return .failure(error)
                 }
             }

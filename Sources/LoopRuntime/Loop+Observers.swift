@@ -21,9 +21,9 @@ extension Loop {
                 return true
             }
             guard bind(observer) else { return false }
-            if mode == .common {
-                guard state.commonItems.insert(.observer(observer)) else { return false }
-            }
+            // SPEC R63: into every common mode it is missing from, also when it is a common item
+            // already (and was removed from one of them, R64), as CFRunLoop does.
+            if mode == .common { _ = state.commonItems.insert(.observer(observer)) }
             for modeState in state.concreteModes(mode) {
                 insert(observer, into: modeState)
             }

@@ -27,14 +27,14 @@ extension Loop {
                 return nil
             }
             guard source.isValid else { return [] }
-            if mode == .common {
-                guard state.commonItems.insert(.source(source)) else { return [] }
-            }
+            // SPEC R63: added to every common mode it is missing from — also when it is a common
+            // item already (and was removed from one of them, R64), as CFRunLoop does.
+            let newlyCommon = mode == .common && state.commonItems.insert(.source(source))
             let added = state.concreteModes(mode).filter { $0.sources[id] == nil }
             // Registration and the validity check happen under the source's lock, which
             // `invalidate()` also takes: an add racing an invalidation never leaves the source behind.
             guard updateRegistration(of: source, modeCount: added.count) else {
-                if mode == .common { state.commonItems.remove(source) }
+                if newlyCommon { state.commonItems.remove(source) }
                 return []
             }
             for modeState in added { modeState.sources[id] = source }
@@ -93,14 +93,12 @@ extension Loop {
     func insert(_ source: LoopSource, into modeState: ModeState) -> Bool {
         let id = ObjectIdentifier(source)
         guard modeState.sources[id] == nil else { return false }
-        let loopID = ObjectIdentifier(self)
-        let stillValid = source.withRegistrations { registrations in
-            guard source.valid.load(ordering: .relaxed) else { return false }
-            registrations[loopID]?.modeCount += 1
-            return true
-        }
-        guard stillValid else { return false }
+        // A common source removed from every concrete mode (SPEC R64) has no registration with
+        // this loop any more: this makes it again, so that its signals reach the loop (found by
+        // the differential tests: it was left in the mode, deaf).
+        guard updateRegistration(of: source, modeCount: 1) else { return false }
         modeState.sources[id] = source
+        if source.isSignalled { queueSignalled(source) }
         return true
     }
 

@@ -19,9 +19,9 @@ extension Loop {
             guard state.lifecycle.acceptsItems else { return true }
             guard bindTimer(timer) else { return false }
             if mode == .common {
-                guard state.commonItems.insert(.timer(timer)) else { return false }
-            }
-            if mode == .common {
+                // SPEC R63: into every common mode it is missing from, also when it is a common
+                // item already (and was removed from one of them, R64), as CFRunLoop does.
+                _ = state.commonItems.insert(.timer(timer))
                 for modeState in state.concreteModes(mode) { insert(timer, into: modeState) }
                 change.movedTimersSomewhere()
             } else {

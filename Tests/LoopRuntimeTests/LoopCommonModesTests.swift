@@ -70,4 +70,39 @@ struct LoopCommonModesTests {
         loop.addCommonMode("b")
         #expect(!loop.contains(source, inMode: "b"))
     }
+
+    @Test("R62 R64 a common source removed from every mode still reaches a mode made common later")
+    func commonSourceRemovedThenCopied() {
+        let (loop, _) = makeManualLoop()
+        let trace = Trace()
+        let source = LoopSource { trace.append("performed in \(loop.currentMode!)") }
+        loop.add(source, forMode: .common)
+        loop.remove(source, forMode: .default)  // still a common item (R64), in no mode now
+        loop.addCommonMode("modal")  // copied into it (R62)
+        source.signal()
+        #expect(loop.run("modal", for: .zero) == .timedOut)
+        #expect(trace.text == "performed in modal")
+    }
+
+    @Test("R63 adding a common item to .common again puts it back into every common mode")
+    func commonItemAddedAgain() {
+        let (loop, _) = makeManualLoop()
+        loop.addCommonMode("modal")
+        let source = LoopSource {}
+        let timer = LoopTimer(fireAt: .now + .seconds(3_600)) { _ in }
+        let observer = LoopObserver(activities: .entry) { _, _ in }
+        loop.add(source, forMode: .common)
+        loop.add(timer, forMode: .common)
+        loop.add(observer, forMode: .common)
+        loop.remove(source, forMode: .default)
+        loop.remove(timer, forMode: "modal")
+        loop.remove(observer, forMode: .default)
+        loop.add(source, forMode: .common)
+        loop.add(timer, forMode: .common)
+        loop.add(observer, forMode: .common)
+        #expect(loop.contains(source, inMode: .default) && loop.contains(source, inMode: "modal"))
+        #expect(loop.contains(timer, inMode: .default) && loop.contains(timer, inMode: "modal"))
+        #expect(loop.contains(observer, inMode: .default) && loop.contains(observer, inMode: "modal"))
+        timer.invalidate()
+    }
 }

@@ -1,0 +1,107 @@
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A program on which the engines disagree, shrunk, with both traces.
+struct Disagreement: CustomStringConvertible {
+    let seed: UInt64
+    let program: Program
+    let reference: [String]
+    let ours: [String]
+
+    var description: String {
+        var lines = ["seed \(seed): CFRunLoop and LoopRuntime disagree on this program:", program.description, ""]
+        let width = max(reference.map(\.count).max() ?? 0, 9)
+        lines.append("  " + "CFRunLoop".padding(width) + "  LoopRuntime")
+        for index in 0..<max(reference.count, ours.count) {
+            let left = index < reference.count ? reference[index] : "—"
+            let right = index < ours.count ? ours[index] : "—"
+            lines.append((left == right ? "  " : "≠ ") + left.padding(width) + "  " + right)
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension String {
+    fileprivate func padding(_ width: Int) -> String { self + String(repeating: " ", count: max(0, width - count)) }
+}
+
+enum Differential {
+    /// Compares the engines on the program of `seed`; a disagreement comes back shrunk.
+    static func check(seed: UInt64, everything: Bool = false, breakObserverOrder: Bool = false) -> Disagreement? {
+        let program = Program.random(seed: seed, everything: everything)
+        guard disagree(program, breakObserverOrder: breakObserverOrder) else { return nil }
+        let smallest = shrink(program, breakObserverOrder: breakObserverOrder)
+        return Disagreement(
+            seed: seed, program: smallest, reference: Engines.cf(smallest),
+            ours: Engines.loopRuntime(smallest, breakObserverOrder: breakObserverOrder))
+    }
+
+    static func disagree(_ program: Program, breakObserverOrder: Bool = false) -> Bool {
+        Engines.cf(program) != Engines.loopRuntime(program, breakObserverOrder: breakObserverOrder)
+    }
+
+    /// Greedy shrinking: keep any one-step-smaller program that still disagrees, until none does.
+    static func shrink(_ program: Program, breakObserverOrder: Bool = false) -> Program {
+        var current = program
+        var progress = true
+        while progress {
+            progress = false
+            for candidate in current.shrinkCandidates()
+            where disagree(candidate, breakObserverOrder: breakObserverOrder) {
+                current = candidate
+                progress = true
+                break
+            }
+        }
+        return current
+    }
+}
+
+@Suite("Differential testing against CFRunLoop")
+struct DifferentialTests {
+    /// CI's fixed seeds (300 programs); `LOOP_DIFFERENTIAL_PROGRAMS=N` runs N instead (a soak).
+    @Test("Random programs behave as on CFRunLoop")
+    func randomPrograms() {
+        let count = getenv("LOOP_DIFFERENTIAL_PROGRAMS").flatMap { Int(String(cString: $0)) } ?? 300
+        // With LOOP_DIFFERENTIAL_ALL set, also the shapes of the reported differences (Deviations).
+        let everything = getenv("LOOP_DIFFERENTIAL_ALL") != nil
+        var reported = 0
+        var disagreeing = 0
+        for seed in 0..<UInt64(count) {
+            if reported >= 5 {  // enough to read: count the rest without shrinking them
+                if Differential.disagree(Program.random(seed: seed, everything: everything)) { disagreeing += 1 }
+                continue
+            }
+            guard let disagreement = Differential.check(seed: seed, everything: everything) else { continue }
+            reported += 1
+            disagreeing += 1
+            Issue.record("\(disagreement)")
+        }
+        if disagreeing > 0 { print("differential: \(disagreeing) of \(count) programs disagree") }
+    }
+
+    @Test("A deliberately broken rule (observer order, SPEC R25) is caught with a shrunk, readable report")
+    func brokenRuleIsCaught() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            for seed in UInt64(0)..<300 {
+                if let disagreement = Differential.check(seed: seed, breakObserverOrder: true) {
+                    fatalError("\(disagreement)")
+                }
+            }
+        }
+        let report = String(decoding: exit.standardErrorContent, as: UTF8.self)
+        #expect(report.contains("CFRunLoop and LoopRuntime disagree on this program"))
+        #expect(report.contains("≠ "))  // the traces side by side, differences marked
+        #expect(report.contains("order"))
+        // Shrunk: at most a few steps are left (the generator makes 6 to 17).
+        let steps = report.split(separator: "\n").filter { line in
+            let trimmed = line.drop { $0 == " " }
+            let digits = trimmed.prefix { $0.isNumber }
+            return !digits.isEmpty && trimmed.dropFirst(digits.count).hasPrefix(". ")
+        }
+        #expect(!steps.isEmpty && steps.count <= 5, "\(steps.count) steps left:\n\(report)")
+    }
+}
