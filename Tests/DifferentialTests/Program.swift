@@ -20,6 +20,8 @@ enum Action: Equatable, CustomStringConvertible {
     case invalidateSource(Int)
     case invalidateObserver(Int)
     case invalidateTimer(Int)
+    /// Moves a timer: to a date already past (due again at once, SPEC R32/R38) or an hour away.
+    case setFireDate(Int, past: Bool)
     case performBlock(Int, ModeName)
     /// A nested run (zero timeout), in the same or another mode.
     case nestedRun(ModeName, returnAfterSourceHandled: Bool)
@@ -31,6 +33,7 @@ enum Action: Equatable, CustomStringConvertible {
         case .invalidateSource(let source): "invalidate S\(source)"
         case .invalidateObserver(let observer): "invalidate O\(observer)"
         case .invalidateTimer(let timer): "invalidate T\(timer)"
+        case .setFireDate(let timer, let past): "set T\(timer)'s fire date \(past ? "in the past" : "an hour away")"
         case .performBlock(let block, let mode): "perform B\(block) in \(mode)"
         case .nestedRun(let mode, let rash): "run \(mode)\(rash ? " returnAfterSourceHandled" : "")"
         }
@@ -149,12 +152,14 @@ extension Program {
         let stops = everything || timerCount == 0
         func actions(nestedRuns: Bool = true) -> [Action] {
             (0..<Int.random(in: 0...2, using: &random)).map { _ in
-                switch Int.random(in: 0..<10, using: &random) {
+                switch Int.random(in: 0..<11, using: &random) {
                 case 0, 1, 2: .signal(Int.random(in: 0..<sourceCount, using: &random))
                 case 3 where stops: .stop
                 case 4: .invalidateSource(Int.random(in: 0..<sourceCount, using: &random))
                 case 5 where observerCount > 0: .invalidateObserver(Int.random(in: 0..<observerCount, using: &random))
                 case 6 where timerCount > 0: .invalidateTimer(Int.random(in: 0..<timerCount, using: &random))
+                case 10 where timerCount > 0:
+                    .setFireDate(Int.random(in: 0..<timerCount, using: &random), past: Bool.random(using: &random))
                 case 7 where blockCount > 0:
                     .performBlock(
                         Int.random(in: 0..<blockCount, using: &random), ModeName.allCases.randomElement(using: &random)!

@@ -51,12 +51,17 @@ class World {
     func invalidate(source: Int) { fatalError("abstract") }
     func invalidate(observer: Int) { fatalError("abstract") }
     func invalidate(timer: Int) { fatalError("abstract") }
+    /// `seconds` from the program's start.
+    func setFireDate(timer: Int, seconds: Double) { fatalError("abstract") }
+    /// Each item's validity and the modes that contain it, for the end of the trace.
+    func itemStates() -> [String] { fatalError("abstract") }
     func perform(block: Int, in mode: ModeName) { fatalError("abstract") }
     /// A zero-timeout run; returns the result's name.
     func runOnce(_ mode: ModeName, returnAfterSourceHandled: Bool) -> String { fatalError("abstract") }
 
     func execute() {
         for step in program.steps { execute(step) }
+        for state in itemStates() { trace.append(state) }
     }
 
     /// The modes CF has created so far: those an item was added to, directly or as a common item
@@ -107,6 +112,9 @@ class World {
         case .invalidateSource(let source): invalidate(source: source)
         case .invalidateObserver(let observer): invalidate(observer: observer)
         case .invalidateTimer(let timer): invalidate(timer: timer)
+        case .setFireDate(let timer, let past):
+            // Past dates 20 s back, each timer 10 ms apart (no ties, see TimerSpec.offsetSeconds).
+            setFireDate(timer: timer, seconds: (past ? -20 : 3_600) - Double(timer) * 0.01)
         case .performBlock(let block, let mode):
             if mode != .common { createdModes.insert(mode) }  // CF creates a block's named mode
             perform(block: block, in: mode)
@@ -141,6 +149,7 @@ class World {
 /// The reference: the CFRunLoop that ships with the toolchain.
 final class CFWorld: World {
     let runLoop: CFRunLoop = CFRunLoopGetCurrent()
+    private let start = CFAbsoluteTimeGetCurrent()
     private var sources: [CFRunLoopSource] = []
     private var observers: [CFRunLoopObserver] = []
     private var timers: [CFRunLoopTimer] = []
@@ -181,7 +190,7 @@ final class CFWorld: World {
             }!
             observers.append(observer)
         }
-        let now = CFAbsoluteTimeGetCurrent()
+        let now = start
         for (index, spec) in program.timers.enumerated() {
             let timer = CFRunLoopTimerCreateWithHandler(
                 nil, now + TimerSpec.offsetSeconds(spec, index), spec.repeats ? 3_600 : 0, 0, 0
@@ -226,6 +235,33 @@ final class CFWorld: World {
     override func invalidate(source: Int) { CFRunLoopSourceInvalidate(sources[source]) }
     override func invalidate(observer: Int) { CFRunLoopObserverInvalidate(observers[observer]) }
     override func invalidate(timer: Int) { CFRunLoopTimerInvalidate(timers[timer]) }
+    override func setFireDate(timer: Int, seconds: Double) {
+        CFRunLoopTimerSetNextFireDate(timers[timer], start + seconds)
+    }
+    override func itemStates() -> [String] {
+        func modes(_ contains: (CFRunLoopMode) -> Bool) -> String {
+            ModeName.allCases.filter { contains(mode($0)) }.map(\.rawValue).joined(separator: ",")
+        }
+        var states: [String] = []
+        for (index, source) in sources.enumerated() {
+            let valid = CFRunLoopSourceIsValid(source)
+            states.append(
+                "S\(index) \(valid ? "valid" : "invalid") in [\(modes { CFRunLoopContainsSource(runLoop, source, $0) })]"
+            )
+        }
+        for (index, observer) in observers.enumerated() {
+            let valid = CFRunLoopObserverIsValid(observer)
+            states.append(
+                "O\(index) \(valid ? "valid" : "invalid") in [\(modes { CFRunLoopContainsObserver(runLoop, observer, $0) })]"
+            )
+        }
+        for (index, timer) in timers.enumerated() {
+            let valid = CFRunLoopTimerIsValid(timer)
+            states.append(
+                "T\(index) \(valid ? "valid" : "invalid") in [\(modes { CFRunLoopContainsTimer(runLoop, timer, $0) })]")
+        }
+        return states
+    }
     override func perform(block: Int, in mode: ModeName) {
         let actions = program.blocks[block].actions
         CFRunLoopPerformBlock(runLoop, modes[mode]!) { [unowned self] in callout("B\(block)", actions) }
@@ -245,6 +281,7 @@ final class CFWorld: World {
 
 final class LoopWorld: World {
     let loop = Loop.current
+    private let start = ContinuousClock.now
     private var sources: [LoopSource] = []
     private var observers: [LoopObserver] = []
     private var timers: [LoopTimer] = []
@@ -269,7 +306,7 @@ final class LoopWorld: World {
                     world.value.callout("O\(index):\(Trace.activityName(activity.rawValue))", spec.actions)
                 })
         }
-        let now = ContinuousClock.now
+        let now = start
         for (index, spec) in program.timers.enumerated() {
             timers.append(
                 LoopTimer(
@@ -310,6 +347,31 @@ final class LoopWorld: World {
     override func invalidate(source: Int) { sources[source].invalidate() }
     override func invalidate(observer: Int) { observers[observer].invalidate() }
     override func invalidate(timer: Int) { timers[timer].invalidate() }
+    override func setFireDate(timer: Int, seconds: Double) {
+        let date = start + .milliseconds(Int64(seconds * 1_000))
+        // CF takes a past date as "now" when it is set (see Deviations.fireDate).
+        timers[timer].setFireDate(Deviations.fireDate(date, createdAt: .now, creationIndex: 0))
+    }
+    override func itemStates() -> [String] {
+        func modes(_ contains: (Loop.Mode) -> Bool) -> String {
+            ModeName.allCases.filter { contains(mode($0)) }.map(\.rawValue).joined(separator: ",")
+        }
+        var states: [String] = []
+        for (index, source) in sources.enumerated() {
+            states.append(
+                "S\(index) \(source.isValid ? "valid" : "invalid") in [\(modes { loop.contains(source, inMode: $0) })]")
+        }
+        for (index, observer) in observers.enumerated() {
+            states.append(
+                "O\(index) \(observer.isValid ? "valid" : "invalid") in [\(modes { loop.contains(observer, inMode: $0) })]"
+            )
+        }
+        for (index, timer) in timers.enumerated() {
+            states.append(
+                "T\(index) \(timer.isValid ? "valid" : "invalid") in [\(modes { loop.contains(timer, inMode: $0) })]")
+        }
+        return states
+    }
     override func perform(block: Int, in mode: ModeName) {
         let actions = program.blocks[block].actions
         let world = UncheckedBox(self)
