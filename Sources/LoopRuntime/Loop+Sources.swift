@@ -158,8 +158,8 @@ extension Loop {
     /// (SPEC R46–R49). Returns true if one was performed (SPEC R15, M8).
     @inline(__always)
     func performSignalledSources(_ run: RunContext) -> Bool {
-        // No lock, no call when none is signalled.
-        state.mayHaveSignalledSources && performSignalledSourcesLocked(run)
+        // No lock, no call when none is signalled (and no outer pass is performing sources).
+        (state.mayHaveSignalledSources || !loopThread.sourceBatches.isEmpty) && performSignalledSourcesLocked(run)
     }
 
     @inline(never)
@@ -174,10 +174,22 @@ extension Loop {
                 guard source.isValid && source.isSignalled else { return .take }
                 return run.mode.sources[ObjectIdentifier(source)] != nil ? .take : .keep
             }
+            // A nested run (from a callout of an outer pass) also performs the sources the outer
+            // passes collected and have not performed yet, if they are still signalled and in this
+            // mode, as CFRunLoop does; the outer pass then finds them performed (`consumeSignal`).
+            for outer in loopThread.sourceBatches {
+                for source in outer
+                where source.isValid && source.isSignalled && run.mode.sources[ObjectIdentifier(source)] != nil
+                    && !batch.contains(where: { $0 === source })
+                {
+                    batch.append(source)
+                }
+            }
         }
         var handled = false
         if !batch.isEmpty {
             sortForPerforming(&batch)
+            loopThread.sourceBatches.append(batch)  // shares the buffer: no copy
             for index in batch.indices {
                 if handled && run.returnAfterSourceHandled {
                     // SPEC R47: the rest stay signalled for later passes or runs.
@@ -199,6 +211,7 @@ extension Loop {
                 handled = true
                 loopThread.timePassed()
             }
+            loopThread.sourceBatches.removeLast()  // before the buffer is reused: no copy-on-write
             batch.removeAll(keepingCapacity: true)
         }
         loopThread.sources = batch

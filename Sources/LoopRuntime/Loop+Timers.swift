@@ -192,7 +192,9 @@ extension Loop {
     func fireDueTimers(_ run: RunContext) {
         let now = loopThread.now(waiter)
         // No lock, no call when nothing is due and nothing waits to be released.
-        if run.mode.mayHaveTimersDue(at: now) || state.timerGraveyard.mayHaveEntries {
+        if run.mode.mayHaveTimersDue(at: now) || state.timerGraveyard.mayHaveEntries
+            || !loopThread.timerBatches.isEmpty
+        {
             fireDueTimers(run, now: now)
         }
     }
@@ -206,6 +208,7 @@ extension Loop {
             if !run.mode.timerHeap.isEmpty {
                 run.mode.timerHeap.popDue(asOf: now, into: &due)
             }
+            if !loopThread.timerBatches.isEmpty { addOuterBatches(of: run.mode, asOf: now, to: &due) }
             return run.mode.timerHeap.takeGraveyard()
         }
         // Released outside the lock: a timer's last release may run user code (see TimerHeap).
@@ -215,6 +218,8 @@ extension Loop {
             // freed in deadline order scatter the allocator's free lists, and every allocation
             // after them (the next million timers) then misses the cache once or twice.
             let releaseAfterBatch = due.count >= TimerHeap.addressOrderThreshold
+            // Visible to the nested runs of the callouts (shares the buffer: no copy).
+            loopThread.timerBatches.append((due, Unmanaged.passUnretained(run.mode)))
             due.withUnsafeBufferPointer { batch in
                 for index in batch.indices {
                     // A big batch touches a timer object per entry in deadline order, not memory
@@ -229,6 +234,7 @@ extension Loop {
                     if !releaseAfterBatch { TimerHeap.release(entry) }
                 }
             }
+            loopThread.timerBatches.removeLast()  // before the buffer is reused: no copy-on-write
             if releaseAfterBatch {
                 TimerHeap.release(&due)  // and gives the big buffer back
             } else {
@@ -236,6 +242,25 @@ extension Loop {
             }
         }
         loopThread.dueTimers = due
+    }
+
+    /// A nested run in the mode of an outer pass that is firing its due timers fires those of them
+    /// that are still waiting for their turn, as CFRunLoop does (SPEC R42 skips only the timer
+    /// that is firing); the outer pass then finds their entries stale. Each is added with a
+    /// retain of its own, in date order. Lock held.
+    private func addOuterBatches(of mode: ModeState, asOf now: Int64, to due: inout [TimerHeap.Entry]) {
+        let start = due.count
+        for outer in loopThread.timerBatches where outer.mode.toOpaque() == Unmanaged.passUnretained(mode).toOpaque() {
+            for entry in outer.entries where entry.fireDate <= now {
+                let waiting = entry.withTimer { $0.generation == entry.generation && !$0.isFiring }
+                if waiting {
+                    _ = entry.timerRef.retain()
+                    due.append(entry)
+                }
+            }
+        }
+        guard due.count > start else { return }
+        due.sort { $0.fireDate != $1.fireDate ? $0.fireDate < $1.fireDate : $0.sequence < $1.sequence }
     }
 
     /// Releases timer-heap entries dropped by invalidations, removals and moves. After a very large

@@ -165,4 +165,43 @@ struct LoopPassTests {
             #expect(loop.lock.acquisitions.load(ordering: .relaxed) - before > 3)
         }
     #endif
+
+    @Test("R42 R47 a nested run from a source's callout performs the outer pass's sources still waiting")
+    func nestedRunPerformsTheOuterBatch() {
+        let (loop, _) = makeManualLoop()
+        let trace = Trace()
+        let later = LoopSource(order: 1) { trace.append("later") }
+        let first = LoopSource(order: 0) {
+            trace.append("first")
+            // The outer pass collected `later` too: the nested run performs it (as CFRunLoop).
+            trace.append("nested:\(loop.run(.default, for: .zero, returnAfterSourceHandled: true))")
+        }
+        loop.add(first, forMode: .default)
+        loop.add(later, forMode: .default)
+        first.signal()
+        later.signal()
+        #expect(loop.run(.default, for: .zero) == .timedOut)
+        // Performed once: by the nested run; the outer pass finds it done.
+        #expect(trace.text == "first later nested:handledSource")
+    }
+
+    @Test("R42 a nested run from a timer's callout fires the outer batch's due timers, not the firing one")
+    func nestedRunFiresTheOuterTimers() {
+        let (loop, waiter) = makeManualLoop()
+        let trace = Trace()
+        let now = LoopTime.instant(waiter.now())
+        let second = LoopTimer(fireAt: now - .seconds(1)) { _ in trace.append("second") }
+        let first = LoopTimer(fireAt: now - .seconds(2)) { _ in
+            trace.append("first")
+            loop.run(.default, for: .zero)  // `second` is due and waiting: fired here
+            trace.append("nested done")
+        }
+        loop.add(first, forMode: .default)
+        loop.add(second, forMode: .default)
+        loop.add(keepAliveSource(), forMode: .default)
+        #expect(loop.run(.default, for: .zero) == .timedOut)
+        #expect(trace.text == "first second nested done")
+        #expect(!first.isValid && !second.isValid)
+        #expect(loop.timerCount(in: .default) == 0)
+    }
 }

@@ -19,6 +19,11 @@ final class LoopThreadState {
     /// The executor job queue whose batch runs now, innermost first (a job may make a nested run
     /// in which another queue's batch runs); unretained: the batch holds the queue.
     @exclusivity(unchecked) var runningJobQueue: Unmanaged<LoopJobQueue>?
+    /// The signalled sources that passes of outer run calls collected and are performing (a
+    /// callout's nested run performs those still signalled too, as CFRunLoop does).
+    @exclusivity(unchecked) var sourceBatches: [[LoopSource]] = []
+    /// The same for due timers: each outer batch and the mode its entries were popped from.
+    @exclusivity(unchecked) var timerBatches: [(entries: [TimerHeap.Entry], mode: Unmanaged<ModeState>)] = []
     /// A run call has been made on this loop at least once.
     @exclusivity(unchecked) var hasRun = false
     /// The wait's result buffer; the wait is never re-entered while it is in use.
