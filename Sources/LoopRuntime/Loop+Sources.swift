@@ -177,7 +177,7 @@ extension Loop {
             // A nested run (from a callout of an outer pass) also performs the sources the outer
             // passes collected and have not performed yet, if they are still signalled and in this
             // mode, as CFRunLoop does; the outer pass then finds them performed (`consumeSignal`).
-            for outer in loopThread.sourceBatches {
+            loopThread.sourceBatches.forEach { outer in
                 for source in outer
                 where source.isValid && source.isSignalled && run.mode.sources[ObjectIdentifier(source)] != nil
                     && !batch.contains(where: { $0 === source })
@@ -189,29 +189,31 @@ extension Loop {
         var handled = false
         if !batch.isEmpty {
             sortForPerforming(&batch)
-            loopThread.sourceBatches.append(batch)  // shares the buffer: no copy
-            for index in batch.indices {
-                if handled && run.returnAfterSourceHandled {
-                    // SPEC R47: the rest stay signalled for later passes or runs.
-                    lock.withLock {
-                        for source in batch[index...] where source.isSignalled {
-                            queueSignalled(source)
+            batch.withUnsafeBufferPointer { batch in
+                loopThread.sourceBatches.push(batch)  // no retain: the batch is not changed meanwhile
+                for index in batch.indices {
+                    if handled && run.returnAfterSourceHandled {
+                        // SPEC R47: the rest stay signalled for later passes or runs.
+                        lock.withLock {
+                            for source in batch[index...] where source.isSignalled {
+                                queueSignalled(source)
+                            }
                         }
+                        break
                     }
-                    break
+                    let source = batch[index]
+                    // SPEC R49: skipped if invalidated before its turn (merely removed: still performed).
+                    guard source.isValid, source.consumeSignal(),
+                        let previous = beginCallout(
+                            source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
+                    else { continue }
+                    source.performHandler()
+                    endCallout(restoring: previous)
+                    handled = true
+                    loopThread.timePassed()
                 }
-                let source = batch[index]
-                // SPEC R49: skipped if invalidated before its turn (merely removed: still performed).
-                guard source.isValid, source.consumeSignal(),
-                    let previous = beginCallout(
-                        source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
-                else { continue }
-                source.performHandler()
-                endCallout(restoring: previous)
-                handled = true
-                loopThread.timePassed()
+                loopThread.sourceBatches.pop()
             }
-            loopThread.sourceBatches.removeLast()  // before the buffer is reused: no copy-on-write
             batch.removeAll(keepingCapacity: true)
         }
         loopThread.sources = batch

@@ -218,9 +218,10 @@ extension Loop {
             // freed in deadline order scatter the allocator's free lists, and every allocation
             // after them (the next million timers) then misses the cache once or twice.
             let releaseAfterBatch = due.count >= TimerHeap.addressOrderThreshold
-            // Visible to the nested runs of the callouts (shares the buffer: no copy).
-            loopThread.timerBatches.append((due, Unmanaged.passUnretained(run.mode)))
             due.withUnsafeBufferPointer { batch in
+                // Visible to the nested runs of the callouts (not retained: unchanged meanwhile).
+                loopThread.timerBatches.push((batch, Unmanaged.passUnretained(run.mode)))
+                defer { loopThread.timerBatches.pop() }
                 for index in batch.indices {
                     // A big batch touches a timer object per entry in deadline order, not memory
                     // order: start loading the ones a few entries ahead so the misses overlap.
@@ -234,7 +235,6 @@ extension Loop {
                     if !releaseAfterBatch { TimerHeap.release(entry) }
                 }
             }
-            loopThread.timerBatches.removeLast()  // before the buffer is reused: no copy-on-write
             if releaseAfterBatch {
                 TimerHeap.release(&due)  // and gives the big buffer back
             } else {
@@ -250,7 +250,9 @@ extension Loop {
     /// retain of its own, in date order. Lock held.
     private func addOuterBatches(of mode: ModeState, asOf now: Int64, to due: inout [TimerHeap.Entry]) {
         let start = due.count
-        for outer in loopThread.timerBatches where outer.mode.toOpaque() == Unmanaged.passUnretained(mode).toOpaque() {
+        let modeAddress = Unmanaged.passUnretained(mode).toOpaque()
+        loopThread.timerBatches.forEach { outer in
+            guard outer.mode.toOpaque() == modeAddress else { return }
             for entry in outer.entries where entry.fireDate <= now {
                 let waiting = entry.withTimer { $0.generation == entry.generation && !$0.isFiring }
                 if waiting {

@@ -20,10 +20,12 @@ final class LoopThreadState {
     /// in which another queue's batch runs); unretained: the batch holds the queue.
     @exclusivity(unchecked) var runningJobQueue: Unmanaged<LoopJobQueue>?
     /// The signalled sources that passes of outer run calls collected and are performing (a
-    /// callout's nested run performs those still signalled too, as CFRunLoop does).
-    @exclusivity(unchecked) var sourceBatches: [[LoopSource]] = []
+    /// callout's nested run performs those still signalled too, as CFRunLoop does). Each is the
+    /// buffer of an outer pass's batch, which that pass neither changes nor frees while it is here.
+    @exclusivity(unchecked) var sourceBatches = BatchStack<UnsafeBufferPointer<LoopSource>>()
     /// The same for due timers: each outer batch and the mode its entries were popped from.
-    @exclusivity(unchecked) var timerBatches: [(entries: [TimerHeap.Entry], mode: Unmanaged<ModeState>)] = []
+    @exclusivity(unchecked) var timerBatches =
+        BatchStack<(entries: UnsafeBufferPointer<TimerHeap.Entry>, mode: Unmanaged<ModeState>)>()
     /// A run call has been made on this loop at least once.
     @exclusivity(unchecked) var hasRun = false
     /// The wait's result buffer; the wait is never re-entered while it is in use.
@@ -76,4 +78,33 @@ final class LoopThreadState {
     /// to find them).
     @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = []
     @exclusivity(unchecked) var jobQueuesVersion: UInt64 = 0
+}
+
+/// The batches of the passes under way, innermost on top. The top lives in a field of its own:
+/// the usual push onto an empty stack and the pop back are two stores, where an array's append
+/// and removal cost uniqueness checks (measured: ~30 ns on a pass performing one source).
+struct BatchStack<Element> {
+    private var top: Element?
+    private var below: [Element] = []
+
+    var isEmpty: Bool {
+        if case .none = top { return true }
+        return false
+    }
+
+    mutating func push(_ element: Element) {
+        if let top { below.append(top) }
+        top = element
+    }
+
+    mutating func pop() {
+        top = below.isEmpty ? nil : below.removeLast()
+    }
+
+    /// Every batch, innermost first.
+    func forEach(_ body: (Element) -> Void) {
+        guard let top else { return }
+        body(top)
+        for element in below.reversed() { body(element) }
+    }
 }
