@@ -262,7 +262,7 @@ extension Loop {
             }
         }
         guard due.count > start else { return }
-        due.sort { $0.fireDate != $1.fireDate ? $0.fireDate < $1.fireDate : $0.sequence < $1.sequence }
+        due.sort(by: TimerHeap.precedes)  // the heap's own order: (fire date, add order)
     }
 
     /// Releases timer-heap entries dropped by invalidations, removals and moves. After a very large

@@ -367,7 +367,7 @@ struct TimerHeap {
     // MARK: - Heap mechanics (on buffers: bitwise moves, no reference counting)
 
     @inline(__always)
-    private static func precedes(_ a: Entry, _ b: Entry) -> Bool {
+    static func precedes(_ a: Entry, _ b: Entry) -> Bool {
         a.fireDate != b.fireDate ? a.fireDate < b.fireDate : a.sequence < b.sequence
     }
 
