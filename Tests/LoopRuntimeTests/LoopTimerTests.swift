@@ -93,6 +93,30 @@ struct LoopTimerTests {
         #expect(fires.text == "BT first BT second")
     }
 
+    @Test("R35 a batch's timer moved by an earlier callout keeps its turn while still due, else waits")
+    func batchTimerMovedByACallout() {
+        let (loop, waiter) = makeManualLoop()
+        let fires = Trace()
+        loop.add(tracing(fires, .beforeTimers), forMode: .default)
+        let base = waiter.virtualNow
+        let stillDue = LoopTimer(fireAt: base + .milliseconds(2)) { _ in fires.append("stillDue") }
+        let movedLater = LoopTimer(fireAt: base + .milliseconds(3)) { _ in fires.append("movedLater") }
+        let third = LoopTimer(fireAt: base + .milliseconds(4)) { _ in fires.append("third") }
+        loop.add(
+            LoopTimer(fireAt: base + .milliseconds(1)) { _ in
+                fires.append("mover")
+                stillDue.setFireDate(base - .seconds(20))  // a past date: still due, keeps its turn
+                movedLater.setFireDate(base + .milliseconds(50))  // no longer due: waits for its date
+            }, forMode: .default)
+        for timer in [stillDue, movedLater, third] { loop.add(timer, forMode: .default) }
+        waiter.advance(by: .milliseconds(10))
+        #expect(loop.run(.default, for: .zero) == .timedOut)
+        #expect(fires.text == "BT mover stillDue third")
+        #expect(!stillDue.isValid && movedLater.isValid)
+        #expect(loop.run(.default, for: .seconds(1)) == .finished)
+        #expect(fires.text == "BT mover stillDue third BT movedLater")
+    }
+
     @Test("R36 a one-shot timer is invalidated right after its callout returns")
     func oneShotInvalidated() {
         let (loop, waiter) = makeManualLoop()
