@@ -6,6 +6,8 @@ let package = Package(
     products: [
         .library(name: "LoopRuntime", targets: ["LoopRuntime"]),
         .library(name: "LoopExecutor", targets: ["LoopExecutor"]),
+        // Virtual-time loops for users' own tests; the main libraries never link it.
+        .library(name: "LoopTesting", targets: ["LoopTesting"]),
         .executable(name: "LoopDemo", targets: ["LoopDemo"]),
         .executable(name: "ResidentThread", targets: ["ResidentThread"]),
         .executable(name: "BackgroundTimer", targets: ["BackgroundTimer"]),
@@ -26,6 +28,7 @@ let package = Package(
         .target(name: "CLoopRuntimeShims"),
         .target(name: "LoopRuntime", dependencies: ["CLoopRuntimeShims"]),
         .target(name: "LoopExecutor", dependencies: ["LoopRuntime"]),
+        .target(name: "LoopTesting", dependencies: ["LoopRuntime", "LoopExecutor"]),
         .executableTarget(
             name: "LoopDemo",
             dependencies: ["LoopRuntime", "LoopExecutor"],
@@ -70,6 +73,7 @@ let package = Package(
         .testTarget(name: "LoopRuntimeTests", dependencies: ["LoopRuntime", "CLoopRuntimeShims"]),
         .testTarget(
             name: "LoopExecutorTests", dependencies: ["LoopExecutor", "LoopRuntime", "MainLoopChecks"]),
+        .testTarget(name: "LoopTestingTests", dependencies: ["LoopTesting", "LoopExecutor", "LoopRuntime"]),
         // Random programs run against the real CFRunLoop and LoopRuntime (Swift 5 mode, for
         // `import CoreFoundation`).
         .testTarget(

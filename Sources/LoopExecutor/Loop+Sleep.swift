@@ -13,7 +13,8 @@ extension Loop {
     /// once and throws `CancellationError`.
     ///
     /// - Parameters:
-    ///   - duration: How long to sleep, on `ContinuousClock`.
+    ///   - duration: How long to sleep, from `Loop.now` on the loop's clock
+    ///     (`ContinuousClock`, or a test loop's virtual time).
     ///   - tolerance: How late the wake-up may be, so the loop can coalesce wake-ups.
     ///   - modes: The modes in which the timer fires; defaults to `Loop.Mode.common`.
     ///   - isolation: The caller's isolation, which the task stays in (the default is right).
@@ -32,7 +33,7 @@ extension Loop {
         precondition(
             tolerance >= .zero,
             "Loop.sleep(for:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self)).")
-        try await sleep(until: .now + duration, tolerance: tolerance, modes: modes, isolation: isolation)
+        try await sleep(until: now + duration, tolerance: tolerance, modes: modes, isolation: isolation)
     }
 
     /// Suspends the calling task until `deadline`, on this loop's timers. See
@@ -55,7 +56,8 @@ extension Loop {
         preconditionSomeoneRunsTheLoop("Loop.sleep")
         try Task.checkCancellation()
         let wakeUp = Mailbox(
-            on: self, buffer: SingleValue<Void>(), name: "Loop.sleep", noun: "sleep", loopEndIsFailure: true)
+            on: self, buffer: SingleValue<Void>(), name: "Loop.sleep", noun: "sleep", loopEndIsFailure: true,
+            waitsForATimer: true)
         let timer = LoopTimer(fireAt: deadline, tolerance: tolerance) { [weak wakeUp] _ in
             wakeUp?.finish(delivering: ())
         }
@@ -76,7 +78,7 @@ extension Loop {
 /// A `Clock` that sleeps on a loop's timers: use it where an API takes a clock, so that its
 /// sleeps are mode-aware loop timers with tolerance.
 ///
-/// Instants and durations are `ContinuousClock`'s.
+/// Instants and durations are `ContinuousClock`'s; `now` is the loop's (virtual on a test loop).
 ///
 /// - Important: Safe from any thread.
 public struct LoopClock: Clock, Sendable {
@@ -94,8 +96,9 @@ public struct LoopClock: Clock, Sendable {
         self.modes = modes
     }
 
-    /// The current instant of `ContinuousClock`.
-    public var now: Instant { .now }
+    /// The loop's clock reading, `Loop.now`: `ContinuousClock.now`, or the virtual
+    /// time of a test loop.
+    public var now: Instant { loop.now }
 
     /// One nanosecond: the timerfd's resolution.
     public var minimumResolution: Duration { .nanoseconds(1) }

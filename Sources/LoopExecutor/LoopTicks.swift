@@ -98,9 +98,10 @@ public struct LoopTicks: AsyncSequence, Sendable {
     /// A mailbox fed by a new repeating timer in the sequence's modes.
     private func startTimer() -> Mailbox<LatestTick> {
         loop.preconditionSomeoneRunsTheLoop("LoopTicks")
-        let mailbox = Mailbox(on: loop, buffer: LatestTick(), name: "LoopTicks", noun: "tick sequence")
+        let mailbox = Mailbox(
+            on: loop, buffer: LatestTick(), name: "LoopTicks", noun: "tick sequence", waitsForATimer: true)
         let interval = interval
-        let counted = CountedFirePoints()
+        let counted = CountedFirePoints(loop: loop)
         let timer = LoopTimer(
             after: interval, interval: interval, tolerance: Swift.min(tolerance, interval / 2)
         ) { timer in
@@ -125,13 +126,19 @@ private final class CountedFirePoints: @unchecked Sendable {
     // thread.
     /// The last fire point delivered or counted as missed.
     private var last: ContinuousClock.Instant?
+    /// Whose clock says how many points have passed (immutable).
+    private let loop: Loop
+
+    init(loop: Loop) {
+        self.loop = loop
+    }
 
     func missed(firing date: ContinuousClock.Instant, interval: Duration) -> Int {
         let step = Self.nanoseconds(interval)
         // Skipped before this firing, beyond what was counted already.
         let skipped = last.map { Swift.max(0, Self.nanoseconds($0.duration(to: date)) / step - 1) } ?? 0
         // Passed since this firing's date: the timer skips them next.
-        let passed = Swift.max(0, Self.nanoseconds(date.duration(to: .now)) / step)
+        let passed = Swift.max(0, Self.nanoseconds(date.duration(to: loop.now)) / step)
         last = date + interval * passed
         return Int(skipped + passed)
     }

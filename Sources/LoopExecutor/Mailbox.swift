@@ -229,10 +229,13 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     /// A consumer on the loop's own thread takes elements in batches (an activity stream: each
     /// resumption costs the loop a pass, whose activities would resume it again).
     private let batchesOnLoopThread: Bool
+    /// A waiting consumer is counted in `Loop.timerAwaiters` (a sleep, a tick sequence: only the
+    /// loop's timer can resume it; a test loop on virtual time reports a test that never advances).
+    private let waitsForATimer: Bool
 
     init(
         on loop: Loop, buffer: Buffer, name: String, noun: String, loopEndIsFailure: Bool = false,
-        batchesOnLoopThread: Bool = false
+        batchesOnLoopThread: Bool = false, waitsForATimer: Bool = false
     ) {
         self.loop = loop
         self.storage = MailboxState(buffer: buffer)
@@ -240,6 +243,7 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
         self.noun = noun
         self.loopEndIsFailure = loopEndIsFailure
         self.batchesOnLoopThread = batchesOnLoopThread
+        self.waitsForATimer = waitsForATimer
     }
 
     /// Runs `body` on the state with the lock held. Never call out to user code inside.
@@ -334,6 +338,8 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
         isolation actor: isolated (any Actor)?, cancellable: Bool = true
     ) async -> (Element?, failure: (any Error)?) {
         let element: Element?
+        if waitsForATimer { loop.timerAwaiters.add(1, ordering: .relaxed) }
+        defer { if waitsForATimer { loop.timerAwaiters.subtract(1, ordering: .relaxed) } }
         if cancellable {
             if Task.isCancelled { finish(drain: false, failure: CancellationError()) }
             element = await withTaskCancellationHandler {

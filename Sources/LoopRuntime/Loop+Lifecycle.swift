@@ -284,6 +284,9 @@ extension Loop {
         precondition(released, "Loop.releaseSealHold(): no hold was taken on the \(self).")
     }
 
+    /// True while a task resumed towards this loop has not arrived yet (see ``holdSeal()``).
+    var hasSealHolds: Bool { lock.withLock { state.sealHolds > 0 } }
+
     /// False once the loop stopped accepting new items (a `LoopThread` shutting down or ended).
     ///
     /// - Important: Safe from any thread.

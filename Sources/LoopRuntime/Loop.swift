@@ -56,6 +56,9 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// The item whose handler the loop thread is calling, or 0 (the callout gate, Loop+Callouts.swift).
     let calloutItem = Atomic<UInt>(0)
     let loopThread = LoopThreadState()
+    /// Tasks suspended in a sleep or tick sequence of this loop (LoopExecutor counts them): a test
+    /// loop on virtual time reports a stall when the test leaves them waiting (VirtualWaiter).
+    @_spi(LoopExecutorSupport) public let timerAwaiters = Atomic<Int>(0)
 
     init(owner: ThreadIdentity, waiter: any LoopWaiter, isMain: Bool = false) {
         self.owner = owner
@@ -115,6 +118,18 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     public static var main: Loop { LoopRegistry.mainLoop }
 
     // MARK: - State
+
+    /// The loop's clock: the instant its timers are compared with.
+    ///
+    /// For every loop a thread gets (``current``, ``main``, a `LoopThread`'s), this is
+    /// `ContinuousClock.now`. A loop on a virtual clock (the `LoopTesting` library's `TestLoop`)
+    /// reports its virtual time, which moves only when the test advances it. Code that computes
+    /// timer dates from `loop.now` — or uses the relative forms, `LoopTimer(after:)`,
+    /// `perform(after:)`, LoopExecutor's `sleep(for:)` and `ticks(every:)` — therefore behaves the
+    /// same on both.
+    ///
+    /// - Important: Safe from any thread.
+    public var now: ContinuousClock.Instant { LoopTime.instant(waiter.now()) }
 
     /// True only while the loop is blocked in its wait (SPEC R70).
     ///

@@ -113,14 +113,22 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// Starts a thread named `name` and waits until its loop is running.
     ///
     /// - Throws: ``LoopSystemError`` if the thread or its loop's descriptors cannot be created.
-    public init(name: String = "LoopThread") throws(LoopSystemError) {
+    public convenience init(name: String = "LoopThread") throws(LoopSystemError) {
+        try self.init(name: name, waiter: nil)
+    }
+
+    /// Starts the thread; its loop uses the waiter `waiter` makes on the thread (a virtual clock's,
+    /// for `TestLoop`), or epoll's if `nil`.
+    init(
+        name: String, waiter: (@Sendable () throws(LoopSystemError) -> any LoopWaiter)?
+    ) throws(LoopSystemError) {
         let core = Core()
         self.name = name
         self.core = core
         core.running.enter()
         do {
             thread = try PlatformThread.spawn(name: name) {
-                Self.main(core)
+                Self.main(core, waiter: waiter)
                 core.running.leave()
             }
         } catch {
@@ -321,11 +329,15 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - The thread
 
-    private static func main(_ core: Core) {
+    private static func main(_ core: Core, waiter: (@Sendable () throws(LoopSystemError) -> any LoopWaiter)?) {
         let loop: Loop
         let keepAlive: LoopPort<Never>
         do {
-            loop = try Loop.forCurrentThread()
+            if let waiter {
+                loop = LoopRegistry.loopForCurrentThread(waiter: try waiter())
+            } else {
+                loop = try Loop.forCurrentThread()
+            }
             keepAlive = try LoopPort<Never> { _ in }
             try loop.add(keepAlive, forMode: .common)
         } catch {

@@ -54,6 +54,10 @@ public final class LoopTimer: @unchecked Sendable {
     struct Schedule {
         var fireDate: Int64
         var tolerance: Int64
+
+        /// A timer made with `init(after:)` and not added to a loop yet: `fireDate` is the delay
+        /// and `tolerance` is complemented.
+        var isDelay: Bool { tolerance < 0 }
     }
     /// Guarded by the stripe lock; written under the bound loop's lock too (see above).
     @exclusivity(unchecked) private var schedule: Schedule
@@ -132,10 +136,17 @@ public final class LoopTimer: @unchecked Sendable {
         self.schedule = Schedule(fireDate: LoopTime.nanoseconds(of: date), tolerance: tolerance)
     }
 
-    /// Creates a timer that first fires `delay` from now on `ContinuousClock`.
+    /// Creates a timer that first fires `delay` after it is added to a loop, on that loop's clock
+    /// (``Loop/now``).
+    ///
+    /// The date is taken when the timer is first added to a loop, so a timer made here and added
+    /// later still waits the whole `delay`, and on a loop with a virtual clock (the `LoopTesting`
+    /// library's `TestLoop`) it fires when the test has advanced that loop's time by `delay`.
+    /// Until it is added, ``fireDate`` reports `delay` from now on `ContinuousClock`, and
+    /// ``setFireDate(_:)`` replaces the delay with an absolute date.
     ///
     /// - Parameters:
-    ///   - delay: Time from now to the first fire date.
+    ///   - delay: Time from the first add to the first fire date.
     ///   - interval: The period of a repeating timer, or `nil` for a one-shot timer.
     ///   - tolerance: How late the timer may fire (SPEC R43).
     ///   - handler: Called on the loop's thread with the timer each time it fires.
@@ -145,7 +156,10 @@ public final class LoopTimer: @unchecked Sendable {
         tolerance: Duration = .zero,
         _ handler: @escaping @Sendable (LoopTimer) -> Void
     ) {
-        self.init(fireAt: .now + delay, interval: interval, tolerance: tolerance, handler)
+        self.init(fireAt: .now, interval: interval, tolerance: tolerance, handler)
+        // Until bound, the fire date holds the delay, marked by a complemented (negative)
+        // tolerance; `didBind(to:)` resolves it on the loop's clock.
+        schedule = Schedule(fireDate: LoopTime.nanoseconds(of: delay), tolerance: ~schedule.tolerance)
     }
 
     /// True for a timer with an interval.
@@ -160,7 +174,11 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// - Important: Safe from any thread.
     public var fireDate: ContinuousClock.Instant? {
-        withStripeLock { valid ? LoopTime.instant(schedule.fireDate) : nil }  // reads only
+        withStripeLock {  // reads only
+            guard valid else { return nil }
+            guard schedule.isDelay else { return LoopTime.instant(schedule.fireDate) }
+            return LoopTime.instant(LoopTime.adding(schedule.fireDate, to: LoopTime.now()))
+        }
     }
 
     /// The tolerance in effect (after clamping for repeating timers, SPEC R43).
@@ -170,10 +188,10 @@ public final class LoopTimer: @unchecked Sendable {
     /// - Important: Safe from any thread.
     /// - Precondition: not negative (SPEC M5).
     public var tolerance: Duration {
-        get { .nanoseconds(withStripeLock { schedule.tolerance }) }
+        get { .nanoseconds(withStripeLock { schedule.isDelay ? ~schedule.tolerance : schedule.tolerance }) }
         set {
             let clamped = Self.clampedTolerance(newValue, interval: intervalNanoseconds)
-            update { $0.tolerance = clamped }
+            update { $0.tolerance = $0.isDelay ? ~clamped : clamped }
         }
     }
 
@@ -187,7 +205,10 @@ public final class LoopTimer: @unchecked Sendable {
     /// - Important: Safe from any thread.
     public func setFireDate(_ date: ContinuousClock.Instant) {
         let nanoseconds = LoopTime.nanoseconds(of: date)
-        update { $0.fireDate = nanoseconds }
+        update {
+            if $0.isDelay { $0.tolerance = ~$0.tolerance }  // an absolute date replaces the delay
+            $0.fireDate = nanoseconds
+        }
     }
 
     /// Stops the timer for good and removes it from every mode of its loop (SPEC R31-like,
@@ -239,5 +260,12 @@ extension LoopTimer: LoopBoundItem {
 
     func withBinding<R>(_ body: (inout LoopBinding, _ isValid: Bool) -> R) -> R {
         withStripeLock { body(&binding, valid) }
+    }
+
+    /// Resolves the delay of a timer made with `init(after:)` on its loop's clock. Stripe lock held.
+    func didBind(to loop: Loop) {
+        guard schedule.isDelay else { return }
+        schedule = Schedule(
+            fireDate: LoopTime.adding(schedule.fireDate, to: loop.waiter.now()), tolerance: ~schedule.tolerance)
     }
 }

@@ -15,6 +15,13 @@ protocol LoopBoundItem: AnyObject {
     /// Runs `body` with the item's binding and whether the item is still valid, both read under
     /// the item's stripe lock.
     func withBinding<R>(_ body: (inout LoopBinding, _ isValid: Bool) -> R) -> R
+
+    /// Called under the item's stripe lock when the item is bound to `loop`, its first add.
+    func didBind(to loop: Loop)
+}
+
+extension LoopBoundItem {
+    func didBind(to loop: Loop) {}
 }
 
 /// What binding an item found.
@@ -32,6 +39,7 @@ extension Loop {
             if !binding.isBound {
                 binding.isBound = true
                 binding.loop = self
+                item.didBind(to: self)
                 return .bound
             }
             if binding.loop === self { return .bound }

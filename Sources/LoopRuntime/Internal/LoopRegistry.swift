@@ -30,7 +30,13 @@ enum LoopRegistry {
         if let raw = pthread_getspecific(key) {
             return Unmanaged<Loop>.fromOpaque(raw).takeUnretainedValue()
         }
-        let loop = Loop(owner: .current, waiter: try EpollWaiter())
+        return try loopForCurrentThread(waiter: EpollWaiter())
+    }
+
+    /// Makes a loop driven by `waiter` the calling thread's loop; the thread has none yet.
+    static func loopForCurrentThread(waiter: any LoopWaiter) -> Loop {
+        precondition(pthread_getspecific(key) == nil, "LoopRegistry: this thread already has a loop.")
+        let loop = Loop(owner: .current, waiter: waiter)
         pthread_setspecific(key, Unmanaged.passRetained(loop).toOpaque())
         return loop
     }

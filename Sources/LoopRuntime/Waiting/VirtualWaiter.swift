@@ -1,0 +1,247 @@
+import CLoopRuntimeShims
+import Dispatch
+import Synchronization
+
+/// The waiter of a loop on virtual time (the `LoopTesting` library's `TestLoop`), on a resident
+/// thread of its own.
+///
+/// The loop runs for real — its own pass, modes, observers, executors — but its clock only moves
+/// when the test says so. A blocking wait returns at once for a wake-up or a descriptor the test
+/// made ready; for the armed deadline only if the test lets time move that far (``advance(to:)``),
+/// and then the clock jumps to the deadline, so that each timer sees its own fire date as the
+/// time. Otherwise the loop is *idle*: nothing to do at the current virtual time, no task on its
+/// way back onto the loop (a resumed waiter holds the loop's seal until its job arrives), and the
+/// clock moves to the advance's target. The wait then tells whoever waited for that idle moment,
+/// and blocks (for real) until something changes.
+///
+/// While its loop is ending (its `LoopThread` shuts down), the clock follows the armed deadlines
+/// by itself: the drain must not wait for a test that is gone.
+final class VirtualWaiter: LoopWaiter, Sendable {
+    /// Someone waiting for the loop to be idle.
+    struct IdleWaiter {
+        /// Idle at this virtual time or later.
+        let target: Int64
+        /// False until a wait has returned since the request (a pass has run).
+        var passed: Bool
+        let callback: @Sendable () -> Void
+    }
+
+    struct State {
+        var now: Int64
+        /// How far the clock may move by itself to reach armed deadlines: `now`, unless an advance
+        /// is under way.
+        var target: Int64
+        var armed = LoopTime.distantFuture
+        var wakePending = false
+        var closed = false
+        var idleWaiters: [IdleWaiter] = []
+        var registered: [Int32: (events: UInt32, token: UInt64)] = [:]
+        var ready: [Int32: UInt32] = [:]
+        /// Bumped by every change that may end an idle wait; a stall is reported only for an
+        /// idle stretch with no change.
+        var changes: UInt64 = 0
+        var stallReported = false
+    }
+
+    private let state: Mutex<State>
+    private let signal = DispatchSemaphore(value: 0)
+    /// The loop this waiter serves; set once, before the loop first waits.
+    private let loopReference = Mutex<Unmanaged<Loop>?>(nil)
+    /// How long an idle loop with a pending sleep may wait for the test before `onStall` is told.
+    private let stallTimeout: Duration
+    private let onStall: @Sendable (_ now: Int64, _ armed: Int64) -> Void
+
+    init(start: Int64, stallTimeout: Duration, onStall: @escaping @Sendable (Int64, Int64) -> Void) {
+        state = Mutex(State(now: start, target: start))
+        self.stallTimeout = stallTimeout
+        self.onStall = onStall
+    }
+
+    /// Attaches the loop (unretained: the loop owns its waiter).
+    func attach(_ loop: Loop) {
+        loopReference.withLock { $0 = Unmanaged.passUnretained(loop) }
+        changed { _ in }
+    }
+
+    private func withLoop<R>(_ body: (Loop) -> R) -> R? {
+        guard let loop = loopReference.withLock({ $0 }) else { return nil }
+        return loop._withUnsafeGuaranteedRef(body)
+    }
+
+    private func changed(_ body: (inout State) -> Void) {
+        state.withLock {
+            body(&$0)
+            $0.changes &+= 1
+        }
+        signal.signal()
+    }
+
+    // MARK: - The test's side
+
+    /// Lets the clock move to `target` (never back) and calls `whenIdle` once the loop is idle
+    /// there; with `afterAPass`, only after the loop has woken once more (a pass ran).
+    func advance(to target: Int64, afterAPass: Bool = false, whenIdle: @escaping @Sendable () -> Void) {
+        changed {
+            $0.target = max($0.target, target)
+            $0.idleWaiters.append(IdleWaiter(target: target, passed: !afterAPass, callback: whenIdle))
+        }
+    }
+
+    var virtualNow: Int64 { state.withLock { $0.now } }
+
+    /// Reports `descriptor` ready with `flags` (epoll flags) once, at the next wait that watches
+    /// it (an edge: the test says when the descriptor is ready again).
+    func makeReady(_ descriptor: Int32, flags: UInt32) {
+        changed { $0.ready[descriptor, default: 0] |= flags }
+    }
+
+    func clearReady(_ descriptor: Int32) {
+        changed { _ = $0.ready.removeValue(forKey: descriptor) }
+    }
+
+    // MARK: - LoopWaiter
+
+    func now() -> Int64 { state.withLock { $0.now } }
+
+    /// Another thread re-arms a sleeping loop without waking it (SPEC R41, M7): the wait must look
+    /// again, the new deadline may be within an advance's target.
+    func arm(_ deadline: Int64) {
+        changed { $0.armed = deadline }
+    }
+
+    func wake() {
+        changed { $0.wakePending = true }
+    }
+
+    func close() {
+        changed { $0.closed = true }
+        let waiters = state.withLock { state in
+            defer { state.idleWaiters.removeAll() }
+            return state.idleWaiters
+        }
+        for waiter in waiters { waiter.callback() }
+    }
+
+    func wait(blocking: Bool, into events: inout WaitEvents) {
+        guard blocking else {
+            _ = state.withLock { collectReady(&$0, into: &events) }
+            return
+        }
+        while true {
+            let ending = withLoop { !$0.isOpen } ?? false
+            let inFlight = withLoop { $0.hasSealHolds } ?? false
+            enum Next {
+                case done
+                case block(idle: [IdleWaiter], changes: UInt64, mayStall: Bool)
+            }
+            let next: Next = state.withLock { state in
+                if state.closed { return .done }
+                if state.wakePending {
+                    state.wakePending = false
+                    return .done
+                }
+                if collectReady(&state, into: &events) { return .done }
+                if state.armed != LoopTime.distantFuture && (ending || state.armed <= state.target) {
+                    state.now = max(state.now, state.armed)
+                    state.target = max(state.target, state.now)
+                    events.deadlineExpired = true
+                    return .done
+                }
+                if inFlight { return .block(idle: [], changes: state.changes, mayStall: false) }
+                // Idle: nothing more can happen before the target.
+                state.now = max(state.now, state.target)
+                var idle: [IdleWaiter] = []
+                state.idleWaiters.removeAll { waiter in
+                    guard waiter.passed && waiter.target <= state.now else { return false }
+                    idle.append(waiter)
+                    return true
+                }
+                let mayStall = !ending && state.armed != LoopTime.distantFuture && state.idleWaiters.isEmpty
+                return .block(idle: idle, changes: state.changes, mayStall: mayStall)
+            }
+            guard case .block(let idle, let changes, let mayStall) = next else { break }
+            for waiter in idle { waiter.callback() }
+            if !idle.isEmpty { continue }  // the callbacks may have changed what there is to do
+            if mayStall {
+                let nanoseconds = Int(clamping: LoopTime.nanoseconds(of: stallTimeout))
+                if signal.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .timedOut {
+                    reportStallIfStill(changes)
+                }
+            } else {
+                signal.wait()
+            }
+        }
+        // A wait returned: whoever asked for a pass first may now be told at the next idle moment.
+        state.withLock { state in
+            for index in state.idleWaiters.indices { state.idleWaiters[index].passed = true }
+        }
+    }
+
+    /// The loop stayed idle for the whole stall timeout with a timer armed: if a task waits in a
+    /// sleep or tick sequence of the loop, nothing but the test can wake it, and the test is not
+    /// advancing time. Told once per idle stretch.
+    private func reportStallIfStill(_ changes: UInt64) {
+        let waiting = withLoop { $0.timerAwaiters.load(ordering: .relaxed) > 0 } ?? false
+        let report: (Int64, Int64)? = state.withLock { state in
+            guard waiting, state.changes == changes, !state.stallReported else { return nil }
+            state.stallReported = true
+            return (state.now, state.armed)
+        }
+        if let (now, armed) = report { onStall(now, armed) }
+    }
+
+    /// Moves the readiness of watched descriptors into `events`, each reported once (what is not
+    /// watched now stays pending); true if any.
+    private func collectReady(_ state: inout State, into events: inout WaitEvents) -> Bool {
+        guard !state.ready.isEmpty else { return false }
+        var any = false
+        for (descriptor, flags) in state.ready {
+            guard let registration = state.registered[descriptor] else { continue }
+            let reported = flags & (registration.events | CLOOP_EPOLLERR | CLOOP_EPOLLHUP)
+            guard registration.events != 0, reported != 0 else { continue }
+            events.ready.append((registration.token, reported))
+            state.ready[descriptor] = flags & ~reported
+            if flags & ~reported == 0 { state.ready[descriptor] = nil }
+            any = true
+        }
+        return any
+    }
+
+    // Descriptor registrations, modelled on epoll: pausing leaves the set, resuming adds back,
+    // modifying and checking need the descriptor registered.
+
+    func register(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try state.withLock { (state) throws(LoopSystemError) in
+            guard state.registered[descriptor] == nil else { throw LoopSystemError(call: "epoll_ctl", errno: EEXIST) }
+            state.registered[descriptor] = (events, token)
+        }
+    }
+
+    func deregister(_ descriptor: Int32, paused: Bool) throws(LoopSystemError) {
+        guard !paused else { return }
+        try state.withLock { (state) throws(LoopSystemError) in
+            guard state.registered.removeValue(forKey: descriptor) != nil else {
+                throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
+            }
+        }
+    }
+
+    func pause(_ descriptor: Int32) throws(LoopSystemError) {
+        try deregister(descriptor, paused: false)
+    }
+
+    func resume(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try register(descriptor, events: events, token: token)
+    }
+
+    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try checkRegistration(descriptor, events: events, token: token)
+    }
+
+    func checkRegistration(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
+        try state.withLock { (state) throws(LoopSystemError) in
+            guard state.registered[descriptor] != nil else { throw LoopSystemError(call: "epoll_ctl", errno: ENOENT) }
+            state.registered[descriptor] = (events, token)
+        }
+    }
+}
