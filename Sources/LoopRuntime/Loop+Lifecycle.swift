@@ -287,6 +287,18 @@ extension Loop {
     /// True while a task resumed towards this loop has not arrived yet (see ``holdSeal()``).
     var hasSealHolds: Bool { lock.withLock { state.sealHolds > 0 } }
 
+    /// The modes of an executor queue with jobs queued that cannot run in the mode the loop sleeps
+    /// in, and that mode; `nil` if there is none (or the loop is not asleep).
+    var jobsWaitingForAnotherMode: (modes: [Mode], sleeping: Mode)? {
+        lock.withLock {
+            guard let mode = state.sleepingMode else { return nil }
+            for queue in state.jobQueues where !queue.matches(mode) && queue.hasQueuedWork {
+                return (queue.modes, mode.mode)
+            }
+            return nil
+        }
+    }
+
     /// False once the loop stopped accepting new items (a `LoopThread` shutting down or ended).
     ///
     /// - Important: Safe from any thread.

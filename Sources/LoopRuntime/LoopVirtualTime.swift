@@ -8,15 +8,30 @@ public struct LoopVirtualTime: Sendable {
 
     /// Starts a `LoopThread` whose loop runs on a virtual clock starting at `start`.
     ///
+    /// What stalled a loop on virtual time (see ``startThread(name:start:stallTimeout:onStall:)``).
+    public struct Stall: Sendable {
+        /// The virtual time.
+        public let now: ContinuousClock.Instant
+        /// The armed deadline, if a task waits in a sleep or tick sequence of the loop.
+        public let timerDeadline: ContinuousClock.Instant?
+        /// The modes of an executor whose jobs are queued, and the mode the loop sleeps in, if
+        /// they cannot run there.
+        public let jobsWaiting: (modes: [Loop.Mode], sleeping: Loop.Mode)?
+    }
+
     /// `onStall` is called (on the loop's thread, once) when the loop has been idle for
-    /// `stallTimeout` of real time, with a timer armed and a task waiting in one of its sleeps or
-    /// tick sequences, while no advance is under way: the virtual time now and the armed deadline.
+    /// `stallTimeout` of real time while no advance is under way, and either a task waits in one
+    /// of its sleeps or tick sequences with a timer armed, or an executor's jobs wait for a mode
+    /// the loop is not in.
     public static func startThread(
         name: String, start: ContinuousClock.Instant, stallTimeout: Duration,
-        onStall: @escaping @Sendable (_ now: ContinuousClock.Instant, _ deadline: ContinuousClock.Instant) -> Void
+        onStall: @escaping @Sendable (Stall) -> Void
     ) throws(LoopSystemError) -> (LoopThread, LoopVirtualTime) {
         let waiter = VirtualWaiter(start: LoopTime.nanoseconds(of: start), stallTimeout: stallTimeout) {
-            onStall(LoopTime.instant($0), LoopTime.instant($1))
+            onStall(
+                Stall(
+                    now: LoopTime.instant($0.now), timerDeadline: $0.timerDeadline.map(LoopTime.instant),
+                    jobsWaiting: $0.jobsWaiting))
         }
         let thread = try LoopThread(name: name) { () throws(LoopSystemError) -> any LoopWaiter in waiter }
         waiter.attach(thread.loop)

@@ -79,10 +79,11 @@ public final class TestLoop: Sendable, CustomStringConvertible {
         let stallState = StallState()
         let start = ContinuousClock.now
         let (thread, time) = try LoopVirtualTime.startThread(name: name, start: start, stallTimeout: stallTimeout) {
-            now, deadline in
+            found in
             let stall = TestLoopStall(
-                loop: "TestLoop '\(name)'", now: start.duration(to: now), deadline: start.duration(to: deadline),
-                stallTimeout: stallTimeout)
+                loop: "TestLoop '\(name)'", now: start.duration(to: found.now),
+                timerDeadline: found.timerDeadline.map { start.duration(to: $0) },
+                waitingJobModes: found.jobsWaiting.map { ($0.modes, $0.sleeping) }, stallTimeout: stallTimeout)
             stallState.stall.withLock { $0 = stall }
             var report = "\(stall)\n"
             report.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }  // standard error
@@ -204,20 +205,51 @@ public enum TestLoopError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// What a ``TestLoop`` saw when it stalled: idle, with a task waiting for one of its timers, and no
-/// advance under way.
+/// What a ``TestLoop`` saw when it stalled: idle, no advance under way, and something only the
+/// test could unblock — a task waiting for one of its timers, or an actor's jobs waiting for a mode
+/// the loop is not in.
 public struct TestLoopStall: Sendable, Hashable, CustomStringConvertible {
     /// The test loop.
     public let loop: String
     /// Virtual time since the test loop started, when it stalled.
     public let now: Duration
-    /// Virtual time since the test loop started of the earliest armed timer deadline.
-    public let deadline: Duration
+    /// Virtual time since the test loop started of the timer deadline a task waited for, if one
+    /// did (in a sleep or tick sequence of the loop).
+    public let timerDeadline: Duration?
+    /// The modes of an executor whose jobs were queued, if they could not run in the mode the loop
+    /// ran (``sleepingMode``).
+    public let waitingJobModes: [Loop.Mode]?
+    /// The mode the loop was in, if jobs waited for another.
+    public let sleepingMode: Loop.Mode?
     /// The real time the loop sat idle first.
     public let stallTimeout: Duration
 
+    init(
+        loop: String, now: Duration, timerDeadline: Duration?, waitingJobModes: ([Loop.Mode], Loop.Mode)?,
+        stallTimeout: Duration
+    ) {
+        self.loop = loop
+        self.now = now
+        self.timerDeadline = timerDeadline
+        self.waitingJobModes = waitingJobModes?.0
+        self.sleepingMode = waitingJobModes?.1
+        self.stallTimeout = stallTimeout
+    }
+
     /// The report, with what to do about it.
     public var description: String {
-        "\(loop) stalled: idle at virtual time +\(now) for \(stallTimeout) of real time, while a task waits in a sleep or tick sequence of the loop whose timer is due at +\(deadline). Virtual time moves only when the test calls advance(by:) or advance(to:): advance it (from another task if the test itself is the one waiting), or do not await a timer the test has not reached. The test loop was shut down, so the waiting task got LoopEndedError instead of hanging."
+        var causes: [String] = []
+        if let timerDeadline {
+            causes.append(
+                "a task waits in a sleep or tick sequence of the loop whose timer is due at +\(timerDeadline); virtual time moves only when the test calls advance(by:) or advance(to:): advance it (from another task if the test itself is the one waiting), or do not await a timer the test has not reached"
+            )
+        }
+        if let waitingJobModes, let sleepingMode {
+            causes.append(
+                "jobs of an executor for the modes \(waitingJobModes.map(\.rawValue)) are queued while the loop runs '\(sleepingMode.rawValue)', where they cannot run: switch the loop back (loop.switchMode(to:)), make the mode common (loop.addCommonMode(_:)), or do not await that actor during the switch"
+            )
+        }
+        return
+            "\(loop) stalled: idle at virtual time +\(now) for \(stallTimeout) of real time, while \(causes.joined(separator: "; and ")). The test loop was shut down, so waiting tasks get LoopEndedError (and queued jobs run in its drain) instead of hanging."
     }
 }

@@ -171,10 +171,26 @@ struct TestLoopTests {
             try await loop.loop.sleep(for: .seconds(1))  // nobody advances: a stall
         }
         let stall = try #require(loop.stall)
-        #expect(stall.deadline == .seconds(1))
+        #expect(stall.timerDeadline == .seconds(1))
+        #expect(stall.waitingJobModes == nil)
         #expect(stall.now == .zero)
         #expect(stall.description.contains("advance(by:)"))
         await #expect(throws: TestLoopError.stalled(stall)) { try await loop.advance(by: .seconds(1)) }
+    }
+
+    @Test("Awaiting an actor whose modes exclude the loop's current mode is reported, not left hanging")
+    func modeStallIsReported() async throws {
+        let loop = try TestLoop(name: "mode stall", stallTimeout: .milliseconds(300))
+        let napper = Napper(executor: loop.loop.executor(modes: [.default]))
+        #expect(await loop.loop.switchMode(to: "tracking"))
+        // The call waits for the default mode, which never comes: reported, and the shutdown's
+        // drain runs the job, so the await returns.
+        #expect(await napper.onLoopThread())
+        let stall = try #require(loop.stall)
+        #expect(stall.waitingJobModes == [.default])
+        #expect(stall.sleepingMode == "tracking")
+        #expect(stall.timerDeadline == nil)
+        #expect(stall.description.contains("switchMode(to:)"))
     }
 
     @Test("After shutdown every call answers: advance throws, a sleep throws LoopEndedError")

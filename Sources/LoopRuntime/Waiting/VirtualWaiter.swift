@@ -49,9 +49,18 @@ final class VirtualWaiter: LoopWaiter, Sendable {
     private let loopReference = Mutex<Unmanaged<Loop>?>(nil)
     /// How long an idle loop with a pending sleep may wait for the test before `onStall` is told.
     private let stallTimeout: Duration
-    private let onStall: @Sendable (_ now: Int64, _ armed: Int64) -> Void
+    private let onStall: @Sendable (Stall) -> Void
 
-    init(start: Int64, stallTimeout: Duration, onStall: @escaping @Sendable (Int64, Int64) -> Void) {
+    /// Why nothing but the test could make progress.
+    struct Stall {
+        let now: Int64
+        /// A task waits in a sleep or tick sequence of the loop; the armed deadline.
+        var timerDeadline: Int64?
+        /// Jobs of an executor for these modes are queued while the loop sleeps in another one.
+        var jobsWaiting: (modes: [Loop.Mode], sleeping: Loop.Mode)?
+    }
+
+    init(start: Int64, stallTimeout: Duration, onStall: @escaping @Sendable (Stall) -> Void) {
         state = Mutex(State(now: start, target: start))
         self.stallTimeout = stallTimeout
         self.onStall = onStall
@@ -156,8 +165,7 @@ final class VirtualWaiter: LoopWaiter, Sendable {
                     idle.append(waiter)
                     return true
                 }
-                let mayStall = !ending && state.armed != LoopTime.distantFuture && state.idleWaiters.isEmpty
-                return .block(idle: idle, changes: state.changes, mayStall: mayStall)
+                return .block(idle: idle, changes: state.changes, mayStall: !ending && state.idleWaiters.isEmpty)
             }
             guard case .block(let idle, let changes, let mayStall) = next else { break }
             for waiter in idle { waiter.callback() }
@@ -177,17 +185,21 @@ final class VirtualWaiter: LoopWaiter, Sendable {
         }
     }
 
-    /// The loop stayed idle for the whole stall timeout with a timer armed: if a task waits in a
-    /// sleep or tick sequence of the loop, nothing but the test can wake it, and the test is not
-    /// advancing time. Told once per idle stretch.
+    /// The loop stayed idle for the whole stall timeout, with no advance under way. If a task waits
+    /// in a sleep or tick sequence of the loop with a timer armed, or an executor's jobs wait for a
+    /// mode the loop is not in, nothing but the test can make progress, and the test is not
+    /// advancing. Told once.
     private func reportStallIfStill(_ changes: UInt64) {
-        let waiting = withLoop { $0.timerAwaiters.load(ordering: .relaxed) > 0 } ?? false
-        let report: (Int64, Int64)? = state.withLock { state in
-            guard waiting, state.changes == changes, !state.stallReported else { return nil }
+        let timerAwaited = withLoop { $0.timerAwaiters.load(ordering: .relaxed) > 0 } ?? false
+        let jobsWaiting = withLoop { $0.jobsWaitingForAnotherMode } ?? nil
+        let report: Stall? = state.withLock { state in
+            guard state.changes == changes, !state.stallReported else { return nil }
+            let deadline = timerAwaited && state.armed != LoopTime.distantFuture ? state.armed : nil
+            guard deadline != nil || jobsWaiting != nil else { return nil }
             state.stallReported = true
-            return (state.now, state.armed)
+            return Stall(now: state.now, timerDeadline: deadline, jobsWaiting: jobsWaiting)
         }
-        if let (now, armed) = report { onStall(now, armed) }
+        if let report { onStall(report) }
     }
 
     /// Moves the readiness of watched descriptors into `events`, each reported once (what is not
