@@ -117,6 +117,34 @@ struct LoopTimerTests {
         #expect(fires.text == "BT mover stillDue third BT movedLater")
     }
 
+    @Test("LoopTimer(after:) counts its delay from its first add, on the loop's clock")
+    func relativeTimerCountsFromItsAdd() {
+        let (loop, waiter) = makeManualLoop()
+        let start = waiter.now()
+        let fires = Trace()
+        let timer = LoopTimer(after: .milliseconds(10), tolerance: .milliseconds(2)) { _ in
+            fires.append("fired@\(ms(waiter, since: start))")
+        }
+        // Before its add: the delay from now on the real clock, the tolerance as given.
+        let real = ContinuousClock.now
+        #expect(timer.fireDate.map { $0 >= real + .milliseconds(10) && $0 < real + .seconds(60) } == true)
+        #expect(timer.tolerance == .milliseconds(2))
+        timer.tolerance = .milliseconds(3)
+        waiter.advance(by: .milliseconds(50))  // time passes before the add
+        loop.add(timer, forMode: .default)
+        #expect(timer.fireDate == waiter.virtualNow + .milliseconds(10))
+        #expect(timer.tolerance == .milliseconds(3))
+        loop.run(.default, for: .seconds(1))
+        #expect(fires.text == "fired@60" || fires.text == "fired@63")  // within the tolerance window
+
+        // An absolute date set before the add replaces the delay.
+        let moved = LoopTimer(after: .seconds(3600)) { _ in fires.append("moved@\(ms(waiter, since: start))") }
+        moved.setFireDate(waiter.virtualNow + .milliseconds(5))
+        #expect(moved.tolerance == .zero)
+        loop.add(moved, forMode: .default)
+        #expect(moved.fireDate == waiter.virtualNow + .milliseconds(5))
+    }
+
     @Test("R36 a one-shot timer is invalidated right after its callout returns")
     func oneShotInvalidated() {
         let (loop, waiter) = makeManualLoop()

@@ -140,6 +140,22 @@ struct TestLoopTests {
         observer.invalidate()
     }
 
+    @Test("An advance that reaches a timer wakes the loop as a real one (SPEC R19): after waiting, the timer, then a pass")
+    func advanceActivities() async throws {
+        let loop = try TestLoop()
+        let log = Log()
+        let observer = LoopObserver(activities: [.afterWaiting, .beforeTimers, .beforeSources, .beforeWaiting]) {
+            _, activity in log.append("\(activity)")
+        }
+        loop.loop.add(observer, forMode: .default)
+        loop.loop.add(LoopTimer(after: .milliseconds(10)) { _ in log.append("timer@\(ms(loop))") }, forMode: .default)
+        try await loop.run()
+        let before = log.all.count
+        try await loop.advance(by: .milliseconds(10))
+        #expect(log.all.dropFirst(before).joined(separator: " ") == "AW timer@10 BT BS BW")
+        observer.invalidate()
+    }
+
     @Test("A descriptor source made ready by the test is performed in its mode")
     func descriptorReadiness() async throws {
         let loop = try TestLoop()
