@@ -177,7 +177,7 @@ public final class TestLoop: Sendable, CustomStringConvertible {
     }
 
     /// Shuts the test loop down: accepted work runs, pending sleeps end with `LoopEndedError`, the
-    /// thread ends (see `LoopThread.shutdown()`). Later calls throw ``TestLoopError/ended``.
+    /// thread ends (see `LoopThread.shutdown()`). Later calls throw ``TestLoopError/ended(loop:)``.
     /// Idempotent.
     public func shutdown() async {
         await thread.shutdown()
