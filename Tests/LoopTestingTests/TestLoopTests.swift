@@ -140,7 +140,7 @@ struct TestLoopTests {
         observer.invalidate()
     }
 
-    @Test("An advance that reaches a timer wakes the loop as a real one (SPEC R19): after waiting, the timer, then a pass")
+    @Test("An advance that reaches a timer wakes the loop as a real one (SPEC R19): AW, the timer, a pass")
     func advanceActivities() async throws {
         let loop = try TestLoop()
         let log = Log()
