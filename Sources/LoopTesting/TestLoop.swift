@@ -1,7 +1,6 @@
 import Dispatch
 import LoopExecutor
-@_spi(LoopTesting) import LoopRuntime
-import Synchronization
+@_spi(LoopTesting) @_spi(LoopExecutorSupport) import LoopRuntime
 
 #if canImport(Glibc)
     import Glibc
@@ -60,10 +59,11 @@ public final class TestLoop: Sendable, CustomStringConvertible {
     private let start: ContinuousClock.Instant
     private let stallState: StallState
 
-    /// Shared with the stall callback, which must not keep the thread alive.
+    /// Shared with the stall callback, which must not keep the thread alive. (`Locked`: a lock the
+    /// thread sanitizer sees.)
     private final class StallState: Sendable {
-        let stall = Mutex<TestLoopStall?>(nil)
-        let thread = Mutex<LoopThread?>(nil)  // cleared once the stall started the shutdown
+        let stall = Locked<TestLoopStall?>(nil)
+        let thread = Locked<LoopThread?>(nil)  // cleared once the stall started the shutdown
     }
 
     /// Starts a test loop whose virtual clock reads `start` (now, by default).

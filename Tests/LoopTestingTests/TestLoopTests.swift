@@ -1,7 +1,6 @@
 import LoopExecutor
-import LoopRuntime
+@_spi(LoopExecutorSupport) import LoopRuntime
 import LoopTesting
-import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -10,7 +9,7 @@ import Testing
 
 /// A thread-safe list of what happened, in order.
 final class Log: Sendable {
-    private let entries = Mutex<[String]>([])
+    private let entries = Locked<[String]>([])  // a lock the thread sanitizer sees
     func append(_ entry: String) { entries.withLock { $0.append(entry) } }
     var all: [String] { entries.withLock { $0 } }
     var text: String { all.joined(separator: " ") }

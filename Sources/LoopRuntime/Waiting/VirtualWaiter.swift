@@ -1,6 +1,5 @@
 import CLoopRuntimeShims
 import Dispatch
-import Synchronization
 
 /// The waiter of a loop on virtual time (the `LoopTesting` library's `TestLoop`), on a resident
 /// thread of its own.
@@ -43,10 +42,11 @@ final class VirtualWaiter: LoopWaiter, Sendable {
         var stallReported = false
     }
 
-    private let state: Mutex<State>
+    /// A lock the thread sanitizer sees (`Synchronization.Mutex`'s futex it does not).
+    private let state: Locked<State>
     private let signal = DispatchSemaphore(value: 0)
     /// The loop this waiter serves; set once, before the loop first waits.
-    private let loopReference = Mutex<Unmanaged<Loop>?>(nil)
+    private let loopReference = Locked<Unmanaged<Loop>?>(nil)
     /// How long an idle loop with a pending sleep may wait for the test before `onStall` is told.
     private let stallTimeout: Duration
     private let onStall: @Sendable (Stall) -> Void
@@ -61,7 +61,7 @@ final class VirtualWaiter: LoopWaiter, Sendable {
     }
 
     init(start: Int64, stallTimeout: Duration, onStall: @escaping @Sendable (Stall) -> Void) {
-        state = Mutex(State(now: start, target: start))
+        state = Locked(State(now: start, target: start))
         self.stallTimeout = stallTimeout
         self.onStall = onStall
     }
