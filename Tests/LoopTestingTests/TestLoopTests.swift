@@ -155,6 +155,31 @@ struct TestLoopTests {
         observer.invalidate()
     }
 
+    @Test("The activity stream reports passes on the loop's virtual clock")
+    func activityStreamTimes() async throws {
+        let loop = try TestLoop()
+        let watcher = Napper(executor: loop.executor)
+        let events = await watcher.startWatching(.afterWaiting, count: 1)
+        try await loop.run()
+        loop.loop.add(LoopTimer(after: .milliseconds(100)) { _ in }, forMode: .default)
+        try await loop.advance(by: .milliseconds(100))
+        #expect(await events.value == [100])  // the wake-up for the timer, at its virtual date
+    }
+
+    @Test("Blocks performed in a mode run when the loop is in it, at the current virtual time")
+    func blocksInModes() async throws {
+        let loop = try TestLoop()
+        let log = Log()
+        #expect(await loop.loop.switchMode(to: "tracking"))
+        #expect(loop.loop.perform(inModes: [.default]) { log.append("default@\(ms(loop))") })
+        #expect(loop.loop.perform(inModes: ["tracking"]) { log.append("tracking@\(ms(loop))") })
+        try await loop.advance(by: .milliseconds(5))
+        #expect(log.text == "tracking@0")
+        #expect(await loop.loop.switchMode(to: .default))
+        try await loop.run()
+        #expect(log.text == "tracking@0 default@5")
+    }
+
     @Test("A descriptor source made ready by the test is performed in its mode")
     func descriptorReadiness() async throws {
         let loop = try TestLoop()
@@ -256,6 +281,18 @@ actor Napper: LoopActor {
     }
 
     func onLoopThread() -> Bool { loopExecutor.loop.isCurrentThread }
+
+    /// Collects the times (ms since the actor was made) of the first `count` events of `activity`.
+    func startWatching(_ activity: Loop.Activity, count: Int) -> Task<[Int64], Never> {
+        Task {
+            var times: [Int64] = []
+            for await event in loopExecutor.loop.activities(activity) {
+                times.append(Self.milliseconds(start.duration(to: event.time)))
+                if times.count == count { break }
+            }
+            return times
+        }
+    }
 
     func startNap(_ duration: Duration) -> Task<Bool, any Error> {
         Task { try await nap(duration) }
