@@ -287,19 +287,10 @@ extension Loop {
     /// Fires one due entry's timer (borrowed from the entry's retain).
     private func fire(_ timer: LoopTimer, _ entry: TimerHeap.Entry, poppedFrom mode: ModeState) {
         let serviced: Int64? = lock.withLock {
-            guard !timer.isFiring else { return nil }  // SPEC R42
-            guard entry.generation == timer.generation else {
-                // Moved, removed, invalidated or fired by an earlier callout of this batch: the
-                // entry went stale (and the change pushed whatever entries the timer needs now).
-                // SPEC R35: a timer of the batch that a callout moved keeps its turn if it is
-                // still in this mode and due when its turn comes (CFRunLoop re-checks the date of
-                // each collected timer then); moved later, it waits for its date. Its live entry
-                // in this mode is still in the heap: retired with the others.
-                let schedule = timer.boundSchedule
-                guard timer.modes.contains(mode), schedule.fireDate <= loopThread.now(waiter) else { return nil }
-                retireEntries(of: timer)
-                timer.isFiring = true
-                return schedule.fireDate
+            // Moved, removed, invalidated or fired by an earlier callout of this batch: the entry
+            // went stale (and the change pushed whatever entries the timer needs now).
+            guard entry.generation == timer.generation, !timer.isFiring else {
+                return timer.isFiring ? nil : startFiringMoved(timer, in: mode)
             }
             // SPEC R42: while firing, the timer has no live entry, so nested runs skip it and
             // waits ignore it. Its entry in this mode was popped already. A timer invalidated on
@@ -348,6 +339,20 @@ extension Loop {
             timer.isFiring = false
             pushEntries(of: timer, fireDate: fireDate)
         }
+    }
+
+    /// SPEC R35: a timer of the batch that an earlier callout moved keeps its turn if it is still
+    /// in this mode and due when its turn comes (CFRunLoop re-checks the date of each collected
+    /// timer then); moved later, it waits for its date. Its live entry in this mode is still in
+    /// the heap: retired with the others. The date it fires for, or `nil`. Lock held; out of line,
+    /// off the batch's hot path.
+    @inline(never)
+    private func startFiringMoved(_ timer: LoopTimer, in mode: ModeState) -> Int64? {
+        let schedule = timer.boundSchedule
+        guard timer.modes.contains(mode), schedule.fireDate <= loopThread.now(waiter) else { return nil }
+        retireEntries(of: timer)
+        timer.isFiring = true
+        return schedule.fireDate
     }
 
     /// Ends the firing of a timer that is invalid now (found so by the callout gate, invalidated

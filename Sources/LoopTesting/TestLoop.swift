@@ -148,7 +148,7 @@ public final class TestLoop: Sendable, CustomStringConvertible {
     /// once the loop is idle. Time does not move.
     ///
     /// - Throws: ``TestLoopError`` if the test loop has ended.
-    public func run() async throws(TestLoopError) {
+    public func runUntilIdle() async throws(TestLoopError) {
         try await advance(to: now)
     }
 
@@ -167,7 +167,7 @@ public final class TestLoop: Sendable, CustomStringConvertible {
 
     /// Makes `source`'s descriptor ready for `events`, reported once at the loop's next wait that
     /// watches it (the loop then calls the source's handler in a pass of one of its modes; a source
-    /// paused in another mode gets it when its mode runs). Follow with ``run()`` to let the handler
+    /// paused in another mode gets it when its mode runs). Follow with ``runUntilIdle()`` to let the handler
     /// run. The descriptor itself is not touched: a handler that reads it finds what the test wrote.
     ///
     /// - Important: Safe from any thread.

@@ -60,7 +60,7 @@ struct TestLoopTests {
         try await loop.advance(by: .milliseconds(300))  // to 450: the points at 200, 300, 400 pass
         #expect(log.text == "100")
         #expect(await loop.loop.switchMode(to: .default))
-        try await loop.run()
+        try await loop.runUntilIdle()
         #expect(log.text == "100 450")  // once for all of them, at the first opportunity
         try await loop.advance(by: .milliseconds(100))  // to 550: the grid point 500 came
         #expect(log.text == "100 450 500")
@@ -87,10 +87,10 @@ struct TestLoopTests {
     func sleepUnderAdvance() async throws {
         let loop = try TestLoop()
         let napper = Napper(executor: loop.executor)
-        // Started from the actor, the task's first job is queued on the loop at once: when run()
+        // Started from the actor, the task's first job is queued on the loop at once: when runUntilIdle()
         // returns, it is asleep. (A Task made here would start on the global pool, at its leisure.)
         let nap = await napper.startNap(.seconds(1))
-        try await loop.run()
+        try await loop.runUntilIdle()
         #expect(loop.loop.timerCount(in: .default) == 1)
         try await loop.advance(by: .milliseconds(999))
         #expect(await napper.woke == nil)
@@ -106,7 +106,7 @@ struct TestLoopTests {
         let loop = try TestLoop()
         let ticker = Napper(executor: loop.executor)
         let ticks = await ticker.startCollectingTicks(3, every: .milliseconds(100))
-        try await loop.run()
+        try await loop.runUntilIdle()
         for _ in 0..<3 { try await loop.advance(by: .milliseconds(100)) }
         #expect(await ticks.value == [100, 200, 300])
     }
@@ -132,7 +132,7 @@ struct TestLoopTests {
         let log = Log()
         let observer = LoopObserver(activities: .allActivities) { _, activity in log.append("\(activity)") }
         loop.loop.add(observer, forMode: .default)
-        try await loop.run()
+        try await loop.runUntilIdle()
         let before = log.all.count
         try await loop.runOnePass()
         #expect(log.all.dropFirst(before).joined(separator: " ") == "AW BT BS BW")
@@ -148,7 +148,7 @@ struct TestLoopTests {
         }
         loop.loop.add(observer, forMode: .default)
         loop.loop.add(LoopTimer(after: .milliseconds(10)) { _ in log.append("timer@\(ms(loop))") }, forMode: .default)
-        try await loop.run()
+        try await loop.runUntilIdle()
         let before = log.all.count
         try await loop.advance(by: .milliseconds(10))
         #expect(log.all.dropFirst(before).joined(separator: " ") == "AW timer@10 BT BS BW")
@@ -160,7 +160,7 @@ struct TestLoopTests {
         let loop = try TestLoop()
         let watcher = Napper(executor: loop.executor)
         let events = await watcher.startWatching(.afterWaiting, count: 1)
-        try await loop.run()
+        try await loop.runUntilIdle()
         loop.loop.add(LoopTimer(after: .milliseconds(100)) { _ in }, forMode: .default)
         try await loop.advance(by: .milliseconds(100))
         #expect(await events.value == [100])  // the wake-up for the timer, at its virtual date
@@ -176,7 +176,7 @@ struct TestLoopTests {
         try await loop.advance(by: .milliseconds(5))
         #expect(log.text == "tracking@0")
         #expect(await loop.loop.switchMode(to: .default))
-        try await loop.run()
+        try await loop.runUntilIdle()
         #expect(log.text == "tracking@0 default@5")
     }
 
@@ -197,7 +197,7 @@ struct TestLoopTests {
         try await loop.advance(by: .milliseconds(5))
         #expect(log.all.isEmpty)
         loop.makeReady(source)
-        try await loop.run()
+        try await loop.runUntilIdle()
         #expect(log.text == "ready true@5")
         try await loop.advance(by: .milliseconds(5))
         #expect(log.text == "ready true@5")  // reported once

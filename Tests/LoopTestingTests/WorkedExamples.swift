@@ -122,7 +122,7 @@ struct AutosaveTests {
         #expect(await autosave.saves.count == 1)
 
         #expect(await loop.loop.switchMode(to: .default))  // the drag ends at 9 s
-        try await loop.run()
+        try await loop.runUntilIdle()
         let saves = await autosave.saves
         #expect(saves.count == 2)
         #expect(saves.last.map { start.duration(to: $0.at) } == .seconds(6))  // the tick due at 6 s,
