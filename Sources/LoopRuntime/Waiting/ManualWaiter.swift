@@ -8,7 +8,7 @@ import Synchronization
 /// wake-up is pending it returns at once; otherwise it jumps the virtual clock to the armed
 /// deadline. With neither it traps: a real loop would sleep forever there, and a test should say
 /// what it expected instead.
-final class ManualWaiter: LoopWaiter, Sendable {
+final class ManualWaiter: SimulatedDescriptorWaiter, Sendable {
     struct State {
         var now: Int64
         var armed = LoopTime.distantFuture
@@ -18,10 +18,9 @@ final class ManualWaiter: LoopWaiter, Sendable {
         var armCalls = 0
         var wakeCalls = 0
         var closed = false
-        /// Watched descriptors: events and token.
-        var registered: [Int32: (events: UInt32, token: UInt64)] = [:]
-        /// Readiness to report at the next wait (see `makeReady`).
-        var ready: [Int32: UInt32] = [:]
+        /// Watched descriptors and the readiness to report at the next wait (see `makeReady`).
+        var descriptors = SimulatedDescriptors()
+        var registered: [Int32: (events: UInt32, token: UInt64)] { descriptors.registered }
     }
 
     let state: Locked<State>
@@ -51,67 +50,24 @@ final class ManualWaiter: LoopWaiter, Sendable {
     /// Reports `descriptor` ready with `flags` (epoll flags) at the next wait, as long as it is
     /// registered for some of them.
     func makeReady(_ descriptor: Int32, flags: UInt32) {
-        state.withLock { $0.ready[descriptor, default: 0] |= flags }
+        state.withLock { $0.descriptors.ready[descriptor, default: 0] |= flags }
     }
 
     /// Moves the readiness of watched, unpaused descriptors into `events` (like level-triggered
     /// epoll, readiness stays until cleared with `clearReady`). Returns true if any.
     private func collectReady(into events: inout WaitEvents) -> Bool {
-        state.withLock {
-            var any = false
-            for (descriptor, flags) in $0.ready {
-                guard let registration = $0.registered[descriptor] else { continue }
-                let reported = flags & (registration.events | CLOOP_EPOLLERR | CLOOP_EPOLLHUP)
-                guard registration.events != 0, reported != 0 else { continue }
-                events.ready.append((registration.token, reported))
-                any = true
-            }
-            return any
-        }
+        state.withLock { $0.descriptors.collectReady(into: &events, consuming: false) }
     }
 
     /// Stops reporting `descriptor` as ready (the test consumed its data).
     func clearReady(_ descriptor: Int32) {
-        state.withLock { _ = $0.ready.removeValue(forKey: descriptor) }
+        state.withLock { _ = $0.descriptors.ready.removeValue(forKey: descriptor) }
     }
 
-    func register(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try state.withLock { (state) throws(LoopSystemError) in
-            guard state.registered[descriptor] == nil else {
-                throw LoopSystemError(call: "epoll_ctl", errno: EEXIST)
-            }
-            state.registered[descriptor] = (events, token)
-        }
-    }
-
-    func deregister(_ descriptor: Int32, paused: Bool) throws(LoopSystemError) {
-        guard !paused else { return }  // like epoll: pausing already took it out
-        try state.withLock { (state) throws(LoopSystemError) in
-            guard state.registered.removeValue(forKey: descriptor) != nil else {
-                throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
-            }
-        }
-    }
-    // Modelled on epoll: pausing leaves the set, resuming adds back, checking modifies.
-    func pause(_ descriptor: Int32) throws(LoopSystemError) {
-        try deregister(descriptor, paused: false)
-    }
-
-    func resume(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try register(descriptor, events: events, token: token)
-    }
-
-    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try checkRegistration(descriptor, events: events, token: token)
-    }
-
-    func checkRegistration(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try state.withLock { (state) throws(LoopSystemError) in
-            guard state.registered[descriptor] != nil else {
-                throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
-            }
-            state.registered[descriptor] = (events, token)
-        }
+    func withDescriptors<R>(
+        _ body: (inout SimulatedDescriptors) throws(LoopSystemError) -> R
+    ) throws(LoopSystemError) -> R {
+        try state.withLock { (state) throws(LoopSystemError) in try body(&state.descriptors) }
     }
 
     func wait(blocking: Bool, into events: inout WaitEvents) {

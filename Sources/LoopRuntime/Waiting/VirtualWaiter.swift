@@ -15,7 +15,7 @@ import Dispatch
 ///
 /// While its loop is ending (its `LoopThread` shuts down), the clock follows the armed deadlines
 /// by itself: the drain must not wait for a test that is gone.
-final class VirtualWaiter: LoopWaiter, Sendable {
+final class VirtualWaiter: SimulatedDescriptorWaiter, Sendable {
     /// Someone waiting for the loop to be idle.
     struct IdleWaiter {
         /// Idle at this virtual time or later.
@@ -34,8 +34,7 @@ final class VirtualWaiter: LoopWaiter, Sendable {
         var wakePending = false
         var closed = false
         var idleWaiters: [IdleWaiter] = []
-        var registered: [Int32: (events: UInt32, token: UInt64)] = [:]
-        var ready: [Int32: UInt32] = [:]
+        var descriptors = SimulatedDescriptors()
         /// Bumped by every change that may end an idle wait; a stall is reported only for an
         /// idle stretch with no change.
         var changes: UInt64 = 0
@@ -101,11 +100,11 @@ final class VirtualWaiter: LoopWaiter, Sendable {
     /// Reports `descriptor` ready with `flags` (epoll flags) once, at the next wait that watches
     /// it (an edge: the test says when the descriptor is ready again).
     func makeReady(_ descriptor: Int32, flags: UInt32) {
-        changed { $0.ready[descriptor, default: 0] |= flags }
+        changed { $0.descriptors.ready[descriptor, default: 0] |= flags }
     }
 
     func clearReady(_ descriptor: Int32) {
-        changed { _ = $0.ready.removeValue(forKey: descriptor) }
+        changed { _ = $0.descriptors.ready.removeValue(forKey: descriptor) }
     }
 
     // MARK: - LoopWaiter
@@ -133,7 +132,7 @@ final class VirtualWaiter: LoopWaiter, Sendable {
 
     func wait(blocking: Bool, into events: inout WaitEvents) {
         guard blocking else {
-            _ = state.withLock { collectReady(&$0, into: &events) }
+            _ = state.withLock { $0.descriptors.collectReady(into: &events, consuming: true) }
             return
         }
         while true {
@@ -149,7 +148,7 @@ final class VirtualWaiter: LoopWaiter, Sendable {
                     state.wakePending = false
                     return .done
                 }
-                if collectReady(&state, into: &events) { return .done }
+                if state.descriptors.collectReady(into: &events, consuming: true) { return .done }
                 if state.armed != LoopTime.distantFuture && (ending || state.armed <= state.target) {
                     state.now = max(state.now, state.armed)
                     state.target = max(state.target, state.now)
@@ -202,58 +201,12 @@ final class VirtualWaiter: LoopWaiter, Sendable {
         if let report { onStall(report) }
     }
 
-    /// Moves the readiness of watched descriptors into `events`, each reported once (what is not
-    /// watched now stays pending); true if any.
-    private func collectReady(_ state: inout State, into events: inout WaitEvents) -> Bool {
-        guard !state.ready.isEmpty else { return false }
-        var any = false
-        for (descriptor, flags) in state.ready {
-            guard let registration = state.registered[descriptor] else { continue }
-            let reported = flags & (registration.events | CLOOP_EPOLLERR | CLOOP_EPOLLHUP)
-            guard registration.events != 0, reported != 0 else { continue }
-            events.ready.append((registration.token, reported))
-            state.ready[descriptor] = flags & ~reported
-            if flags & ~reported == 0 { state.ready[descriptor] = nil }
-            any = true
-        }
-        return any
-    }
+    // Descriptor registrations: modelled on epoll (SimulatedDescriptorWaiter); readiness the test
+    // makes is reported once.
 
-    // Descriptor registrations, modelled on epoll: pausing leaves the set, resuming adds back,
-    // modifying and checking need the descriptor registered.
-
-    func register(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try state.withLock { (state) throws(LoopSystemError) in
-            guard state.registered[descriptor] == nil else { throw LoopSystemError(call: "epoll_ctl", errno: EEXIST) }
-            state.registered[descriptor] = (events, token)
-        }
-    }
-
-    func deregister(_ descriptor: Int32, paused: Bool) throws(LoopSystemError) {
-        guard !paused else { return }
-        try state.withLock { (state) throws(LoopSystemError) in
-            guard state.registered.removeValue(forKey: descriptor) != nil else {
-                throw LoopSystemError(call: "epoll_ctl", errno: ENOENT)
-            }
-        }
-    }
-
-    func pause(_ descriptor: Int32) throws(LoopSystemError) {
-        try deregister(descriptor, paused: false)
-    }
-
-    func resume(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try register(descriptor, events: events, token: token)
-    }
-
-    func modify(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try checkRegistration(descriptor, events: events, token: token)
-    }
-
-    func checkRegistration(_ descriptor: Int32, events: UInt32, token: UInt64) throws(LoopSystemError) {
-        try state.withLock { (state) throws(LoopSystemError) in
-            guard state.registered[descriptor] != nil else { throw LoopSystemError(call: "epoll_ctl", errno: ENOENT) }
-            state.registered[descriptor] = (events, token)
-        }
+    func withDescriptors<R>(
+        _ body: (inout SimulatedDescriptors) throws(LoopSystemError) -> R
+    ) throws(LoopSystemError) -> R {
+        try state.withLock { (state) throws(LoopSystemError) in try body(&state.descriptors) }
     }
 }
