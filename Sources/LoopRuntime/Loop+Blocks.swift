@@ -88,7 +88,8 @@ extension Loop {
         loopThread.blocks = batch
     }
 
-    /// Runs `block` once, `delay` from now, on the loop's thread in one of `modes` (SPEC R75).
+    /// Runs `block` once, `delay` from now on the loop's clock (`now`), on the loop's thread in one of
+    /// `modes` (SPEC R75).
     ///
     /// This is a one-shot ``LoopTimer`` in `modes`: it fires at the first pass of one of those modes
     /// at or after the date — a delay of zero still waits for the loop to run one of them. The

@@ -156,7 +156,7 @@ public final class LoopTimer: @unchecked Sendable {
         tolerance: Duration = .zero,
         _ handler: @escaping @Sendable (LoopTimer) -> Void
     ) {
-        self.init(fireAt: .now, interval: interval, tolerance: tolerance, handler)
+        self.init(fireAt: LoopTime.instant(0), interval: interval, tolerance: tolerance, handler)
         // Until bound, the fire date holds the delay, marked by a complemented (negative)
         // tolerance; `didBind(to:)` resolves it on the loop's clock.
         schedule = Schedule(fireDate: LoopTime.nanoseconds(of: delay), tolerance: ~schedule.tolerance)
