@@ -54,9 +54,4 @@ public struct LoopVirtualTime: Sendable {
     public func makeReady(_ descriptor: Int32, events: LoopDescriptorSource.Events) {
         waiter.makeReady(descriptor, flags: events.epollFlags)
     }
-
-    /// Forgets readiness of `descriptor` not reported yet.
-    public func clearReady(_ descriptor: Int32) {
-        waiter.clearReady(descriptor)
-    }
 }

@@ -83,7 +83,8 @@ public final class TestLoop: Sendable, CustomStringConvertible {
             let stall = TestLoopStall(
                 loop: "TestLoop '\(name)'", now: start.duration(to: found.now),
                 timerDeadline: found.timerDeadline.map { start.duration(to: $0) },
-                waitingJobModes: found.jobsWaiting.map { ($0.modes, $0.sleeping) }, stallTimeout: stallTimeout)
+                waitingJobModes: found.jobsWaiting?.modes, sleepingMode: found.jobsWaiting?.sleeping,
+                stallTimeout: stallTimeout)
             stallState.stall.withLock { $0 = stall }
             var report = "\(stall)\n"
             report.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }  // standard error
@@ -223,18 +224,6 @@ public struct TestLoopStall: Sendable, Hashable, CustomStringConvertible {
     public let sleepingMode: Loop.Mode?
     /// The real time the loop sat idle first.
     public let stallTimeout: Duration
-
-    init(
-        loop: String, now: Duration, timerDeadline: Duration?, waitingJobModes: ([Loop.Mode], Loop.Mode)?,
-        stallTimeout: Duration
-    ) {
-        self.loop = loop
-        self.now = now
-        self.timerDeadline = timerDeadline
-        self.waitingJobModes = waitingJobModes?.0
-        self.sleepingMode = waitingJobModes?.1
-        self.stallTimeout = stallTimeout
-    }
 
     /// The report, with what to do about it.
     public var description: String {

@@ -16,10 +16,9 @@ import Dispatch
 /// While its loop is ending (its `LoopThread` shuts down), the clock follows the armed deadlines
 /// by itself: the drain must not wait for a test that is gone.
 final class VirtualWaiter: SimulatedDescriptorWaiter, Sendable {
-    /// Someone waiting for the loop to be idle.
+    /// Someone waiting for the loop to be idle at the target (the clock reaches every waiter's
+    /// target before the loop is idle: `target` is the latest of them).
     struct IdleWaiter {
-        /// Idle at this virtual time or later.
-        let target: Int64
         /// False until a wait has returned since the request (a pass has run).
         var passed: Bool
         let callback: @Sendable () -> Void
@@ -91,7 +90,7 @@ final class VirtualWaiter: SimulatedDescriptorWaiter, Sendable {
     func advance(to target: Int64, afterAPass: Bool = false, whenIdle: @escaping @Sendable () -> Void) {
         changed {
             $0.target = max($0.target, target)
-            $0.idleWaiters.append(IdleWaiter(target: target, passed: !afterAPass, callback: whenIdle))
+            $0.idleWaiters.append(IdleWaiter(passed: !afterAPass, callback: whenIdle))
         }
     }
 
@@ -101,10 +100,6 @@ final class VirtualWaiter: SimulatedDescriptorWaiter, Sendable {
     /// it (an edge: the test says when the descriptor is ready again).
     func makeReady(_ descriptor: Int32, flags: UInt32) {
         changed { $0.descriptors.ready[descriptor, default: 0] |= flags }
-    }
-
-    func clearReady(_ descriptor: Int32) {
-        changed { _ = $0.descriptors.ready.removeValue(forKey: descriptor) }
     }
 
     // MARK: - LoopWaiter
@@ -136,8 +131,7 @@ final class VirtualWaiter: SimulatedDescriptorWaiter, Sendable {
             return
         }
         while true {
-            let ending = withLoop { !$0.isOpen } ?? false
-            let inFlight = withLoop { $0.hasSealHolds } ?? false
+            let (ending, inFlight) = withLoop { (!$0.isOpen, $0.hasSealHolds) } ?? (false, false)
             enum Next {
                 case done
                 case block(idle: [IdleWaiter], changes: UInt64, mayStall: Bool)
@@ -160,7 +154,7 @@ final class VirtualWaiter: SimulatedDescriptorWaiter, Sendable {
                 state.now = max(state.now, state.target)
                 var idle: [IdleWaiter] = []
                 state.idleWaiters.removeAll { waiter in
-                    guard waiter.passed && waiter.target <= state.now else { return false }
+                    guard waiter.passed else { return false }
                     idle.append(waiter)
                     return true
                 }
