@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static pthread_t cloop_main_thread_id;
 
@@ -19,6 +21,10 @@ __attribute__((constructor)) static void cloop_record_main_thread(void) {
 bool cloop_is_main_thread(void) { return pthread_equal(pthread_self(), cloop_main_thread_id) != 0; }
 
 pthread_t cloop_main_thread(void) { return cloop_main_thread_id; }
+
+int32_t cloop_thread_id(void) { return (int32_t)syscall(SYS_gettid); }
+
+int32_t cloop_process_id(void) { return (int32_t)getpid(); }
 
 struct epoll_event *cloop_epoll_events_alloc(int count) {
     return calloc((size_t)count, sizeof(struct epoll_event));

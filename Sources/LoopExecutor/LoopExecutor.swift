@@ -56,15 +56,20 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     /// The executor lives as long as something holds it (an actor pinned to it, a task that prefers
     /// it) or it has queued jobs; while it lives, it keeps the loop's `LoopThread` running.
     ///
+    /// A labelled executor names its jobs in the loop's metrics, stall reports and traces — give
+    /// the actors of one subsystem an executor of their own to see their share of the loop's time.
+    ///
     /// - Parameters:
     ///   - loop: The loop whose thread runs the jobs.
     ///   - modes: The modes in which jobs run; must not be empty. Defaults to `Loop.Mode.common`.
-    public init(loop: Loop, modes: [Loop.Mode] = [.common]) {
+    ///   - label: The name of the jobs' callouts in stall reports and traces (a static string).
+    ///     Defaults to none.
+    public init(loop: Loop, modes: [Loop.Mode] = [.common], label: StaticString? = nil) {
         self.loop = loop
         self.lease = loop.lifetimeLease()
         // Unowned: the queue keeps the executor alive while it has jobs (`enqueue` hands it over),
         // so a job never finds its executor gone, and an idle executor is free to go.
-        queue = LoopJobQueue(loop: loop, modes: modes) { [unowned(unsafe) self] job in
+        queue = LoopJobQueue(loop: loop, modes: modes, label: label) { [unowned(unsafe) self] job in
             // Run as the serial executor only. Naming this executor as the task executor too would
             // make every actor-to-actor call on this loop look like a change of task executor to
             // the runtime (the tasks prefer none), which then enqueues instead of switching
@@ -82,6 +87,11 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
 
     /// The modes in which the jobs run.
     public var modes: [Loop.Mode] { queue.modes }
+
+    /// The name of the jobs in the loop's metrics, stall reports and traces, if any.
+    ///
+    /// - Important: Safe from any thread (immutable).
+    public var label: StaticString? { queue.label }
 
     /// The number of jobs waiting to run.
     ///

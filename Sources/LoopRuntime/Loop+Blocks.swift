@@ -10,6 +10,8 @@ extension Loop {
     ///
     /// - Parameters:
     ///   - modes: The modes the block may run in; must not be empty. Defaults to ``Mode/common``.
+    ///   - label: The name of the block's callout in stall reports and traces (a static string; a
+    ///     labelled block costs one small allocation more when queued). Defaults to none.
     ///   - block: The work.
     /// - Returns: `false` if the loop has ended — its thread exited, or its `LoopThread` finished
     ///   shutting down — and no longer accepts work: the block was not queued and will never run.
@@ -18,17 +20,18 @@ extension Loop {
     @discardableResult
     public func perform(
         inModes modes: [Mode] = [.common],
+        label: StaticString? = nil,
         _ block: @escaping @Sendable () -> Void
     ) -> Bool {
         precondition(
             !modes.isEmpty,
             "Loop.perform(inModes:_:) was given an empty mode list for the \(self): the block could never run. Pass [.common] (the default) or the modes it may run in."
         )
-        return enqueue(QueuedBlock(modes: BlockModes(modes), body: block), naming: modes)
+        return enqueue(QueuedBlock(modes: BlockModes(modes, label: label), body: block), naming: modes)
     }
 
     /// Queues `block` to run on the loop's thread in whichever common mode is running: the same as
-    /// ``perform(inModes:_:)`` with `[.common]`, without building a mode list.
+    /// ``perform(inModes:label:_:)`` with `[.common]`, without building a mode list.
     ///
     /// - Returns: `false` if the loop has ended (the block was not queued and will never run).
     /// - Important: Safe from any thread.
@@ -37,10 +40,12 @@ extension Loop {
         enqueue(QueuedBlock(modes: .common, body: block), naming: [])
     }
 
-    /// ``perform(inModes:_:)``, refused (`false`) as soon as a shutdown has begun rather than when
+    /// ``perform(inModes:label:_:)``, refused (`false`) as soon as a shutdown has begun rather than when
     /// the loop has ended: for `LoopThread`, which refuses new work while it drains.
-    func performIfOpen(inModes modes: [Mode], _ block: @escaping @Sendable () -> Void) -> Bool {
-        enqueue(QueuedBlock(modes: BlockModes(modes), body: block), naming: modes, onlyIfOpen: true)
+    func performIfOpen(
+        inModes modes: [Mode], label: StaticString? = nil, _ block: @escaping @Sendable () -> Void
+    ) -> Bool {
+        enqueue(QueuedBlock(modes: BlockModes(modes, label: label), body: block), naming: modes, onlyIfOpen: true)
     }
 
     /// ``perform(_:)`` with the refusal of ``performIfOpen(inModes:_:)``.
@@ -81,7 +86,9 @@ extension Loop {
         // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).
         lock.withLock { state.takeBlocks(for: run.mode, into: &batch) }
         for block in batch {
+            let recorded = instrumentCalloutBegins(.block, label: block.modes.label)
             block.body()
+            if recorded { instrumentCalloutEnded() }
         }
         if !batch.isEmpty { loopThread.timePassed() }
         batch.removeAll(keepingCapacity: true)

@@ -289,8 +289,10 @@ extension Loop {
                     let previous = beginCallout(
                         source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
                 else { continue }
+                let recorded = instrumentCalloutBegins(.descriptorSource, label: source.label)
                 source.handler(source, events)
                 endCallout(restoring: previous)
+                if recorded { instrumentCalloutEnded() }
                 loopThread.timePassed()
                 handled = true
             }

@@ -305,7 +305,7 @@ extension Loop {
     public var isOpen: Bool { lock.withLock { state.lifecycle.acceptsItems } }
 
     /// True once the loop has ended: nothing runs on it any more, and work handed to it is refused
-    /// (``perform(inModes:_:)`` returns `false`).
+    /// (``perform(inModes:label:_:)`` returns `false`).
     ///
     /// - Important: Safe from any thread.
     public var hasEnded: Bool { lock.withLock { state.lifecycle.isEnded } }

@@ -169,7 +169,10 @@ extension Loop {
         // SPEC R29: an observer whose callout is running hears nothing, nested runs included.
         guard observer.isValid, !observer.isInCallout else { return }
         observer.isInCallout = true
+        // The activity streams' own observers (which take no time) are not recorded.
+        let recorded = !observer.takesNoTime && instrumentCalloutBegins(.observer, label: observer.label)
         observer.handler(observer, activity)
+        if recorded { instrumentCalloutEnded() }
         observer.isInCallout = false
         if !observer.repeats { observer.invalidate() }  // SPEC R28
         // A user's observer may have run for any time: the clock is read again when next needed

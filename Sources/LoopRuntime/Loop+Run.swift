@@ -119,14 +119,20 @@ extension Loop {
         guard let run = entered else { return .finished }
         if let now { loopThread.setNow(now) } else { loopThread.timePassed() }
 
+        let recordsRun = isInstrumented
+        if recordsRun { instrumentRunBegan(run) }
         notifyObservers(.entry, of: run)  // SPEC R17
         // SPEC R16: a stop requested by an entry observer ends the run before the first pass.
         var result: RunResult? = consumeStopRequest(run) ? .stopped : nil
         while result == nil {
+            let recordsPass = isInstrumented
+            if recordsPass { instrumentPassBegan(run) }
             result = runPass(run)
+            if recordsPass { instrumentPassEnded(run) }
             loopThread.timePassed()  // each pass reads the clock again, at most once
         }
         notifyObservers(.exit, of: run)  // SPEC R17
+        if recordsRun || isInstrumented { instrumentRunEnded(run) }
         dropStaleObserverSnapshots()  // an observer removed meanwhile is let go of by now
         lock.withLock { state.popRunCall() }
         return result.unsafelyUnwrapped

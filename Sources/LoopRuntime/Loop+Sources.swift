@@ -207,8 +207,10 @@ extension Loop {
                         let previous = beginCallout(
                             source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
                     else { continue }
+                    let recorded = instrumentCalloutBegins(.source, label: source.label)
                     source.performHandler()
                     endCallout(restoring: previous)
+                    if recorded { instrumentCalloutEnded() }
                     handled = true
                     loopThread.timePassed()
                 }

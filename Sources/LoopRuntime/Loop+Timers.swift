@@ -309,8 +309,11 @@ extension Loop {
             change { endFiring(ofInvalid: timer, &$0) }
             return
         }
+        let recorded = instrumentCalloutBegins(
+            .timer, label: timer.label, lateness: loopThread.now(waiter) - serviced)
         timer.handler(timer)
         endCallout(restoring: previous)
+        if recorded { instrumentCalloutEnded() }
         loopThread.timePassed()
         // After the callout: SPEC R37 counts from the real now.
         let now = timer.isRepeating ? loopThread.now(waiter) : 0

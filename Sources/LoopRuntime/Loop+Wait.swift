@@ -61,9 +61,20 @@ extension Loop {
             if run.mode.mayHaveDescriptorSources { pollDescriptors(run) }
             return
         }
-        withWaitEvents { sleep(run, into: &$0) }
-        lock.withLock { leaveSleep(run) }
+        let recordsWait = isInstrumented
+        let waitStart = recordsWait ? instrumentWaitBegan() : 0
+        var cause = MetricsStorage.WakeCause.handOff
+        withWaitEvents { cause = sleep(run, into: &$0) }
+        let wokenUp = lock.withLock { leaveSleep(run) }
         loopThread.timePassed()
+        if recordsWait {
+            if wokenUp {
+                cause = .wakeUp
+            } else if cause == .timer, run.deadline <= loopThread.now(waiter) {
+                cause = .deadline
+            }
+            instrumentWaitEnded(since: waitStart, cause: cause)
+        }
     }
 
     /// Lends the wait's result buffer, reset. It is taken out of the loop-thread state (not
@@ -107,8 +118,8 @@ extension Loop {
 
     /// The wait, with the sleep-state protocol: blocks until notified, the deadline, or a ready
     /// descriptor of the mode; a stale eventfd write (SPEC M4) or descriptors of other modes (now
-    /// paused) send it back to sleep.
-    private func sleep(_ run: RunContext, into events: inout WaitEvents) {
+    /// paused) send it back to sleep. Returns what ended it (a deadline counts as a timer's).
+    private func sleep(_ run: RunContext, into events: inout WaitEvents) -> MetricsStorage.WakeCause {
         while fallAsleep() {
             blockedInWait.store(true, ordering: .releasing)
             waiter.wait(blocking: true, into: &events)
@@ -117,8 +128,11 @@ extension Loop {
             let descriptorReady =
                 !events.ready.isEmpty && lock.withLock { absorbReadiness(events.ready, in: run.mode) }
             events.ready.removeAll(keepingCapacity: true)
-            if previous == Loop.notified || events.deadlineExpired || descriptorReady { return }
+            if previous == Loop.notified { return .handOff }
+            if descriptorReady { return .descriptor }
+            if events.deadlineExpired { return .timer }
         }
+        return .handOff
     }
 
     /// `awake → sleeping`; false if someone notified the loop since it last looked (then it stays
@@ -132,13 +146,15 @@ extension Loop {
     }
 
     /// Absorbs the wake: the wait has ended, so a wake-up asks for no more, and the executor
-    /// queues' sleep flags come down. Lock held.
-    private func leaveSleep(_ run: RunContext) {
+    /// queues' sleep flags come down. Lock held. Returns whether a `wakeUp()` was pending.
+    private func leaveSleep(_ run: RunContext) -> Bool {
+        let wokenUp = state.wakeUpPending
         state.sleepingMode = nil
         state.wakeUpPending = false
         for queue in state.jobQueues where queue.matches(run.mode) {
             queue.loopSleepsInMyMode.store(false, ordering: .sequentiallyConsistent)
         }
+        return wokenUp
     }
 
     /// Raises the sleep flag of every executor queue that can run in `mode`, then checks them for

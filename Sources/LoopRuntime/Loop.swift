@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// A loop waits for work and services it in *modes*: timers (``LoopTimer``), signalled sources
 /// (``LoopSource``), observers of its activities (``LoopObserver``) and blocks
-/// (``perform(inModes:_:)``). Each thread has at most one loop, created the first time
+/// (``perform(inModes:label:_:)``). Each thread has at most one loop, created the first time
 /// ``current`` is asked for on that thread (SPEC R1); the process's main thread has ``main``
 /// (SPEC R2).
 ///
@@ -20,7 +20,7 @@ import Synchronization
 /// ```
 ///
 /// A loop runs only on its own thread (``run(_:until:returnAfterSourceHandled:)``, SPEC R7);
-/// everything else — adding and removing items, signalling, ``perform(inModes:_:)``, ``stop()``,
+/// everything else — adding and removing items, signalling, ``perform(inModes:label:_:)``, ``stop()``,
 /// ``wakeUp()`` — is safe from any thread, and work handed over from another thread wakes a
 /// sleeping loop by itself (SPEC M2).
 ///
@@ -38,7 +38,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     //   (Loop+Changes.swift), which applies the one wake rule; atomic mirrors of a few of them
     //   let the pass skip the lock when there is nothing to do;
     // - atomics: `sleepState`, `blockedInWait` (the wake-up protocol in Loop+Wait.swift),
-    //   `calloutItem` (the callout gate in Loop+Callouts.swift);
+    //   `calloutItem` (the callout gate in Loop+Callouts.swift), `instrumentFlags`;
+    // - `instruments`: its own rules (Instruments/LoopInstruments.swift);
     // - loop thread only, no lock: `loopThread` (the pass's buffers, clock, descriptor readiness
     //   and job-queue copy; LoopThreadState.swift).
     // See "State ownership" in ThreadingModel.md.
@@ -59,6 +60,10 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// Tasks suspended in a sleep or tick sequence of this loop (LoopExecutor counts them): a test
     /// loop on virtual time reports a stall when the test leaves them waiting (VirtualWaiter).
     @_spi(LoopExecutorSupport) public let timerAwaiters = Atomic<Int>(0)
+    /// Which instruments are on (`InstrumentFlags`): the one load each recording point costs.
+    let instrumentFlags = Atomic<UInt8>(0)
+    /// Metrics, the timeline and stall reports (Instruments/LoopInstruments.swift).
+    let instruments = LoopInstruments()
 
     init(owner: ThreadIdentity, waiter: any LoopWaiter, isMain: Bool = false) {
         self.owner = owner

@@ -33,7 +33,7 @@ import Synchronization
 /// - Important: Safe from any thread: create, add, remove and invalidate from anywhere. The
 ///   handler runs on the loop's thread.
 public final class LoopDescriptorSource: @unchecked Sendable {
-    // Thread-safety: `descriptor`, `order`, `handler` and `endAwareReference` are immutable.
+    // Thread-safety: `descriptor`, `order`, `label`, `handler` and `endAwareReference` are immutable.
     // `sharedState` is guarded by the source's stripe lock; `valid` is an atomic that only changes
     // under it. `watchedEvents` is an atomic written under the bound loop's lock (under the stripe
     // lock while the source is unbound). `modes`, `token`, `isWatching` and `pendingEvents` are
@@ -95,6 +95,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     let watchedEvents: Atomic<UInt32>
     /// Among descriptor sources ready in the same pass, lower orders are performed first.
     public let order: Int
+    /// The name of the source's callouts in metrics, stall reports and traces, if it has one.
+    public let label: StaticString?
     let handler: @Sendable (LoopDescriptorSource, Events) -> Void
     /// The port this source delivers for, told when the loop ends (see `LoopEndAware`).
     private let endAwareReference: EndAwareReference?
@@ -129,21 +131,25 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     ///     file, which epoll rejects with `EPERM` when the source is added).
     ///   - events: `.readable`, `.writable`, or both.
     ///   - order: Among descriptor sources ready in the same pass, lower orders go first.
+    ///   - label: The name of the source's callouts in stall reports and traces (a static string:
+    ///     no allocation). Defaults to none.
     ///   - handler: Called on the loop's thread with the source and the readiness that fired.
     /// - Precondition: `descriptor` is not negative and `events` asks for reading or writing.
     public convenience init(
         descriptor: Int32,
         events: Events,
         order: Int = 0,
+        label: StaticString? = nil,
         _ handler: @escaping @Sendable (LoopDescriptorSource, Events) -> Void
     ) {
-        self.init(descriptor: descriptor, events: events, order: order, endAware: nil, handler)
+        self.init(descriptor: descriptor, events: events, order: order, label: label, endAware: nil, handler)
     }
 
     init(
         descriptor: Int32,
         events: Events,
         order: Int,
+        label: StaticString? = nil,
         endAware: EndAwareReference?,
         _ handler: @escaping @Sendable (LoopDescriptorSource, Events) -> Void
     ) {
@@ -155,6 +161,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         self.descriptor = descriptor
         self.watchedEvents = Atomic(events.intersection([.readable, .writable]).rawValue)
         self.order = order
+        self.label = label
         self.handler = handler
         self.endAwareReference = endAware
     }

@@ -26,11 +26,16 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     public let loop: Loop
     /// The modes in which the jobs may run (``Loop/Mode/common``: every common mode).
     public let modes: [Loop.Mode]
+    /// The name of the jobs' callouts in metrics, stall reports and traces, if any.
+    public let label: StaticString?
     /// Cleared when the queue closes, which breaks the executor ↔ queue reference cycle.
     @exclusivity(unchecked) private var runJob: (@Sendable (UnownedJob) -> Void)?
     private let lock = LoopLock()
     @exclusivity(unchecked) private var pending: [UnownedJob] = []
     @exclusivity(unchecked) private var spare: [UnownedJob] = []
+    /// Enqueue times (loop time) of the last `pendingTimes.count` jobs of `pending`, taken while
+    /// the loop records metrics (job latency); emptied by an enqueue while it does not.
+    @exclusivity(unchecked) private var pendingTimes: [Int64] = []
     /// Why the queue refuses jobs (the loop ended), or `nil` while it accepts them.
     @exclusivity(unchecked) private var closedReason: String?
     /// The owner of the jobs (the executor), kept alive while jobs are queued: a job must never
@@ -45,11 +50,16 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// - Parameters:
     ///   - loop: The loop that will run the jobs.
     ///   - modes: The modes the jobs may run in; must not be empty.
+    ///   - label: The name of the jobs' callouts in stall reports and traces.
     ///   - runJob: Runs one job; called on the loop's thread.
-    public init(loop: Loop, modes: [Loop.Mode], runJob: @escaping @Sendable (UnownedJob) -> Void) {
+    public init(
+        loop: Loop, modes: [Loop.Mode], label: StaticString? = nil,
+        runJob: @escaping @Sendable (UnownedJob) -> Void
+    ) {
         precondition(!modes.isEmpty, "LoopExecutor: the mode list must not be empty (on the \(loop)).")
         self.loop = loop
         self.modes = modes
+        self.label = label
         self.runJob = runJob
         pending.reserveCapacity(64)
         spare.reserveCapacity(64)
@@ -60,6 +70,8 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// ended: the job could never run, and its task would stay suspended forever (see the
     /// executor's shutdown policy).
     public func enqueue(_ job: UnownedJob, keeping owner: AnyObject? = nil) {
+        let timed = loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.metrics != 0
+        let enqueuedAt = timed ? loop.waiter.now() : 0
         let wasEmpty: Bool = lock.withLock {
             if let closedReason {
                 fatalError(
@@ -67,6 +79,11 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
                 )
             }
             pending.append(job)
+            if timed {
+                pendingTimes.append(enqueuedAt)
+            } else if !pendingTimes.isEmpty {
+                pendingTimes.removeAll()
+            }
             guard pending.count == 1 else { return false }
             if keeper == nil { keeper = owner }
             return true
@@ -90,21 +107,32 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
 
     /// Step 4: runs the jobs queued now, in order (SPEC N1, N2). Returns true if any ran.
     func runBatch() -> Bool {
-        var batch: [UnownedJob] = lock.withLock {
-            guard !pending.isEmpty, closedReason == nil else { return [] }
+        let (taken, times): ([UnownedJob], [Int64]) = lock.withLock {
+            guard !pending.isEmpty, closedReason == nil else { return ([], []) }
             let batch = pending
             pending = spare
             spare = []
-            return batch
+            defer { pendingTimes = [] }
+            return (batch, pendingTimes)
         }
+        var batch = taken
         guard !batch.isEmpty else { return false }
         isRunningBatch = true
         let outerQueue = loop.loopThread.runningJobQueue
         loop.loopThread.runningJobQueue = Unmanaged.passUnretained(self)
         let runJob = self.runJob!
-        for job in batch {
-            runJob(job)
+        let recordsBatch = loop.isInstrumented
+        if recordsBatch { loop.instrumentBatchBegan() }
+        // The jobs with an enqueue time are the last `times.count`.
+        let untimed = batch.count - times.count
+        for index in batch.indices {
+            let recorded = loop.instrumentCalloutBegins(
+                .job, label: label,
+                lateness: index >= untimed ? loop.loopThread.now(loop.waiter) - times[index - untimed] : nil)
+            runJob(batch[index])
+            if recorded { loop.instrumentCalloutEnded() }
         }
+        if recordsBatch { loop.instrumentBatchEnded(jobs: batch.count, label: label) }
         loop.loopThread.runningJobQueue = outerQueue
         isRunningBatch = false
         batch.removeAll(keepingCapacity: true)

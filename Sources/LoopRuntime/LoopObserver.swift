@@ -20,7 +20,7 @@ import Synchronization
 ///   handler runs on the loop's thread; while it runs, this observer receives nothing, not even from
 ///   a nested run it starts (SPEC R29).
 public final class LoopObserver: @unchecked Sendable {
-    // Thread-safety: `activities`, `repeats`, `order` and `handler` are immutable. `sharedState` is
+    // Thread-safety: `activities`, `repeats`, `order`, `label` and `handler` are immutable. `sharedState` is
     // guarded by the observer's stripe lock; `valid` is an atomic that only changes under it.
     // `memberships` is guarded by the bound loop's lock; `isInCallout` is touched only on the bound
     // loop's thread. Lock order: loop lock, then the stripe lock.
@@ -31,6 +31,8 @@ public final class LoopObserver: @unchecked Sendable {
     public let repeats: Bool
     /// The call order among observers of the same activity (SPEC R25).
     public let order: Int
+    /// The name of the observer's callouts in metrics, stall reports and traces, if it has one.
+    public let label: StaticString?
     let handler: @Sendable (LoopObserver, Loop.Activity) -> Void
 
     /// Guarded by the observer's stripe lock (`withShared`).
@@ -56,15 +58,19 @@ public final class LoopObserver: @unchecked Sendable {
     ///   - activities: The activities to be called for; fixed at creation (SPEC R24).
     ///   - repeats: `false` for an observer that is invalidated after its first callout (SPEC R28).
     ///   - order: Lower orders are called first; negative orders are allowed (SPEC R25).
+    ///   - label: The name of the observer's callouts in stall reports and traces (a static
+    ///     string: no allocation). Defaults to none.
     ///   - handler: Called on the loop's thread with the observer and the single activity. The mode
     ///     being run is ``Loop/currentMode``.
     public convenience init(
         activities: Loop.Activity,
         repeats: Bool = true,
         order: Int = 0,
+        label: StaticString? = nil,
         _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
     ) {
-        self.init(activities: activities, repeats: repeats, order: order, takesNoTime: false, handler)
+        self.init(
+            activities: activities, repeats: repeats, order: order, label: label, takesNoTime: false, handler)
     }
 
     /// An observer whose handler only records the activity and returns at once (it never blocks,
@@ -79,16 +85,17 @@ public final class LoopObserver: @unchecked Sendable {
         order: Int,
         _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
     ) {
-        self.init(activities: activities, repeats: true, order: order, takesNoTime: true, handler)
+        self.init(activities: activities, repeats: true, order: order, label: nil, takesNoTime: true, handler)
     }
 
     private init(
-        activities: Loop.Activity, repeats: Bool, order: Int, takesNoTime: Bool,
+        activities: Loop.Activity, repeats: Bool, order: Int, label: StaticString?, takesNoTime: Bool,
         _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
     ) {
         self.activities = activities
         self.repeats = repeats
         self.order = order
+        self.label = label
         self.handler = handler
         self.takesNoTime = takesNoTime
     }

@@ -24,13 +24,15 @@ import Synchronization
 ///   source; `schedule` and `cancel` run on the thread that adds, removes or invalidates it (or the
 ///   loop's thread at thread-exit teardown).
 public final class LoopSource: @unchecked Sendable {
-    // Thread-safety: the handlers and `order` are immutable. `signalSequence` and `valid` are
+    // Thread-safety: the handlers, `order` and `label` are immutable. `signalSequence` and `valid` are
     // atomics; `valid` only changes with the source's stripe lock held, so an add (which registers
     // under that lock) and an invalidate (which reads the registrations under it) never miss each
     // other. Lock order: loop lock, then the stripe lock.
 
     /// The perform order: lower orders are performed first (SPEC R46).
     public let order: Int
+    /// The name of the source's callouts in metrics, stall reports and traces, if it has one.
+    public let label: StaticString?
     let performHandler: @Sendable () -> Void
     let scheduleHandler: (@Sendable (Loop, Loop.Mode) -> Void)?
     let cancelHandler: (@Sendable (Loop, Loop.Mode) -> Void)?
@@ -59,6 +61,8 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - order: Lower orders are performed first within a pass (SPEC R46). Defaults to 0.
+    ///   - label: The name of the source's callouts in stall reports and traces (a static string:
+    ///     no allocation). Defaults to none.
     ///   - schedule: Called each time the source enters a concrete mode of a loop (once per common
     ///     mode when added to ``Loop/Mode/common``, and again when a mode becomes common, SPEC R51).
     ///   - cancel: Called once per concrete mode when the source leaves it: on removal,
@@ -66,11 +70,13 @@ public final class LoopSource: @unchecked Sendable {
     ///   - perform: The work, called on a loop's thread once per signal.
     public init(
         order: Int = 0,
+        label: StaticString? = nil,
         schedule: (@Sendable (Loop, Loop.Mode) -> Void)? = nil,
         cancel: (@Sendable (Loop, Loop.Mode) -> Void)? = nil,
         perform: @escaping @Sendable () -> Void
     ) {
         self.order = order
+        self.label = label
         self.performHandler = perform
         self.scheduleHandler = schedule
         self.cancelHandler = cancel

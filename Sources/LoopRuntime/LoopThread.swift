@@ -11,7 +11,7 @@ import Synchronization
 /// The thread's loop is kept alive by the thread's own port (an idle ``LoopPort`` in the common
 /// modes), and its ``driver`` runs it in ``Loop/Mode/default`` — or the mode it is switched to —
 /// until ``shutdown()``. Send it work with
-/// ``perform(inModes:waitUntilDone:_:)`` (SPEC R76) and ``perform(after:inModes:_:)`` (SPEC R75),
+/// ``perform(inModes:waitUntilDone:label:_:)`` (SPEC R76) and ``perform(after:inModes:_:)`` (SPEC R75),
 /// or add timers, sources and ports to ``loop`` from any thread.
 ///
 /// ```swift
@@ -23,7 +23,7 @@ import Synchronization
 ///
 /// **Shutdown.** ``shutdown()`` (or ``shutdown(isolation:)`` from async code) takes the loop from open
 /// to draining to ended, in this order:
-/// 1. New work through the thread is refused (``perform(inModes:waitUntilDone:_:)`` throws
+/// 1. New work through the thread is refused (``perform(inModes:waitUntilDone:label:_:)`` throws
 ///    ``LoopThreadError/shutDown(thread:)``), and the loop refuses new items (a timer, observer,
 ///    descriptor source or port added now is invalidated). Every pending async sleep, tick
 ///    sequence and activity stream of the loop ends now (a sleep throws `LoopEndedError`, the
@@ -33,7 +33,7 @@ import Synchronization
 ///    each in a pass of one of its modes — and so does the work that work queues, until none is
 ///    left; tasks resumed in step 1 that are still on their way back onto this loop are waited
 ///    for. Delayed performs that have not fired are cancelled (their timers become invalid).
-/// 3. The loop ends: ``Loop/perform(inModes:_:)`` returns `false`, a port's send throws, an enqueue
+/// 3. The loop ends: ``Loop/perform(inModes:label:_:)`` returns `false`, a port's send throws, an enqueue
 ///    on one of its executors traps with a message naming the loop and the thread that called
 ///    `shutdown()` (the one remaining programmer error: let pinned actors finish first).
 /// 4. Every item is detached (SPEC R5), the descriptors are closed, the thread ends — and only then
@@ -197,6 +197,8 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// - Parameters:
     ///   - modes: The modes the block may run in; must not be empty. Defaults to ``Loop/Mode/common``.
     ///   - waitUntilDone: Block the caller until the block has run.
+    ///   - label: The name of the block's callout in stall reports and traces (see
+    ///     ``Loop/perform(inModes:label:_:)``). Defaults to none.
     ///   - block: The work.
     /// - Throws: ``LoopThreadError/shutDown(thread:)`` once a shutdown has begun: the block was not
     ///   queued and will never run. (A block accepted before runs in the shutdown's drain.)
@@ -204,6 +206,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     public func perform(
         inModes modes: [Loop.Mode] = [.common],
         waitUntilDone: Bool = false,
+        label: StaticString? = nil,
         _ block: @escaping @Sendable () -> Void
     ) throws(LoopThreadError) {
         precondition(
@@ -217,11 +220,11 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         }
         guard waitUntilDone else {
             // The block itself is queued: no wrapping closure to allocate.
-            guard loop.performIfOpen(inModes: modes, block) else { throw .shutDown(thread: name) }
+            guard loop.performIfOpen(inModes: modes, label: label, block) else { throw .shutDown(thread: name) }
             return
         }
         let done = DispatchSemaphore(value: 0)
-        let queued = loop.performIfOpen(inModes: modes) {
+        let queued = loop.performIfOpen(inModes: modes, label: label) {
             block()
             done.signal()
         }
@@ -230,7 +233,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Queues `block` on the thread's loop in the common modes, in issue order, waking it
-    /// (SPEC R76): ``perform(inModes:waitUntilDone:_:)`` with its defaults, without building a mode
+    /// (SPEC R76): ``perform(inModes:waitUntilDone:label:_:)`` with its defaults, without building a mode
     /// list.
     ///
     /// - Throws: ``LoopThreadError/shutDown(thread:)`` once a shutdown has begun: the block was not

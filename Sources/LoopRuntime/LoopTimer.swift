@@ -35,7 +35,8 @@ import Synchronization
 ///   modes re-arms its wait without a wake-up (SPEC R40, R41). The handler runs on the loop's
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
-    // Thread-safety: `intervalNanoseconds` and `handler` are immutable. `binding` and `valid` are
+    // Thread-safety: `intervalNanoseconds`, `handler` and `hasLabel` are immutable (a label lives in
+    // `TimerLabels`, under its lock). `binding` and `valid` are
     // guarded by the timer's stripe lock. So is `schedule`; once the timer is bound, `schedule`
     // is written only with the bound loop's lock held too (`Loop.reschedule`, a firing's end), so
     // that loop may read it under its own lock alone (`boundSchedule`). `modes`, `generation`,
@@ -91,6 +92,9 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// True while the handler runs; the timer then has no live heap entry (SPEC R42).
     @exclusivity(unchecked) var isFiring = false
+    /// The timer has a label, kept in `TimerLabels` (this byte is the layout's only spare one: a
+    /// label stored here would take a pending timer past its 96-byte allocation).
+    private let hasLabel: Bool
     /// Bumped whenever the schedule changes; heap entries of older generations are stale.
     @exclusivity(unchecked) var generation: UInt32 = 0
     /// The add order within the bound loop (ties between equal fire dates, SPEC R35).
@@ -114,12 +118,15 @@ public final class LoopTimer: @unchecked Sendable {
     ///     greater than zero.
     ///   - tolerance: How late the timer may fire, so the loop can coalesce wake-ups (SPEC R43).
     ///     Must not be negative; clamped to half the interval for repeating timers.
+    ///   - label: The name of the timer's callouts in stall reports and traces (a static string).
+    ///     Defaults to none.
     ///   - handler: Called on the loop's thread with the timer each time it fires.
     /// - Precondition: `interval` is `nil` or positive, `tolerance` is not negative (SPEC M5).
     public init(
         fireAt date: ContinuousClock.Instant,
         interval: Duration? = nil,
         tolerance: Duration = .zero,
+        label: StaticString? = nil,
         _ handler: @escaping @Sendable (LoopTimer) -> Void
     ) {
         if let interval {
@@ -134,6 +141,19 @@ public final class LoopTimer: @unchecked Sendable {
         self.handler = handler
         let tolerance = Self.clampedTolerance(tolerance, interval: intervalNanoseconds)
         self.schedule = Schedule(fireDate: LoopTime.nanoseconds(of: date), tolerance: tolerance)
+        self.hasLabel = label != nil
+        if let label { TimerLabels.set(label, of: self) }
+    }
+
+    deinit {
+        if hasLabel { TimerLabels.remove(self) }
+    }
+
+    /// The name of the timer's callouts in metrics, stall reports and traces, if it has one.
+    ///
+    /// - Important: Safe from any thread (immutable).
+    public var label: StaticString? {
+        hasLabel ? TimerLabels.label(of: self) : nil
     }
 
     /// Creates a timer that first fires `delay` after it is added to a loop, on that loop's clock
@@ -149,14 +169,16 @@ public final class LoopTimer: @unchecked Sendable {
     ///   - delay: Time from the first add to the first fire date.
     ///   - interval: The period of a repeating timer, or `nil` for a one-shot timer.
     ///   - tolerance: How late the timer may fire (SPEC R43).
+    ///   - label: The name of the timer's callouts in stall reports and traces. Defaults to none.
     ///   - handler: Called on the loop's thread with the timer each time it fires.
     public convenience init(
         after delay: Duration,
         interval: Duration? = nil,
         tolerance: Duration = .zero,
+        label: StaticString? = nil,
         _ handler: @escaping @Sendable (LoopTimer) -> Void
     ) {
-        self.init(fireAt: LoopTime.instant(0), interval: interval, tolerance: tolerance, handler)
+        self.init(fireAt: LoopTime.instant(0), interval: interval, tolerance: tolerance, label: label, handler)
         // Until bound, the fire date holds the delay, marked by a complemented (negative)
         // tolerance; `didBind(to:)` resolves it on the loop's clock.
         schedule = Schedule(fireDate: LoopTime.nanoseconds(of: delay), tolerance: ~schedule.tolerance)
@@ -267,5 +289,28 @@ extension LoopTimer: LoopBoundItem {
         guard schedule.isDelay else { return }
         schedule = Schedule(
             fireDate: LoopTime.adding(schedule.fireDate, to: loop.waiter.now()), tolerance: ~schedule.tolerance)
+    }
+}
+
+/// The labels of labelled timers, by timer: a side table, so that the label costs a pending
+/// timer no memory (see `LoopTimer.hasLabel`). Read only by `label`, which the loop asks for only
+/// while an instrument records.
+enum TimerLabels {
+    private static let labels = Locked<[ObjectIdentifier: StaticString]>([:])
+
+    static func set(_ label: StaticString, of timer: LoopTimer) {
+        labels.withLock { $0[ObjectIdentifier(timer)] = label }
+    }
+
+    static func label(of timer: LoopTimer) -> StaticString? {
+        labels.withLock { $0[ObjectIdentifier(timer)] }
+    }
+
+    /// How many timers have a label (for tests).
+    static var count: Int { labels.withLock { $0.count } }
+
+    /// At the timer's deinit, before its address can be reused.
+    static func remove(_ timer: LoopTimer) {
+        _ = labels.withLock { $0.removeValue(forKey: ObjectIdentifier(timer)) }
     }
 }

@@ -135,6 +135,12 @@ pthread_t cloop_main_thread(void);
 
 static inline int cloop_errno(void) { return errno; }
 
+/// The kernel's id of the calling thread (gettid): the `tid` of a trace's events.
+int32_t cloop_thread_id(void);
+
+/// The process id: the `pid` of a trace's events.
+int32_t cloop_process_id(void);
+
 /// Copies the calling thread's name into `buffer` (pthread_getname_np); 0 on success.
 int cloop_current_thread_name(char *buffer, size_t length);
 

@@ -1,9 +1,11 @@
 /// The modes a queued block may run in (SPEC R57): `.common` (the usual case, stored without an
-/// array), one mode, or several.
+/// array), one mode, or several; and a labelled block's modes with its label, in an object of
+/// their own (so that a label costs unlabelled blocks nothing).
 enum BlockModes {
     case common
     case one(Loop.Mode)
     case several([Loop.Mode])
+    case labelled(LabelledBlockModes)
 
     init(_ modes: [Loop.Mode]) {
         if modes.count == 1 {
@@ -11,6 +13,11 @@ enum BlockModes {
         } else {
             self = .several(modes)
         }
+    }
+
+    init(_ modes: [Loop.Mode], label: StaticString?) {
+        self.init(modes)
+        if let label { self = .labelled(LabelledBlockModes(self, label: label)) }
     }
 
     /// True if a block of these modes may run in `mode` (SPEC R58): it names the mode, or names
@@ -27,7 +34,16 @@ enum BlockModes {
                 if target == mode.mode || (mode.isCommon && target == .common) { return true }
             }
             return false
+        case .labelled(let labelled):
+            return labelled.modes.matches(mode)
         }
+    }
+
+    /// The block's label, if it has one.
+    @inline(__always)
+    var label: StaticString? {
+        if case .labelled(let labelled) = self { return labelled.label }
+        return nil
     }
 
     /// True for `.common` alone, the usual case.
@@ -43,11 +59,23 @@ enum BlockModes {
         case .common: .default
         case .one(let mode): mode
         case .several(let modes): modes.first { $0 != .common } ?? .default
+        case .labelled(let labelled): labelled.modes.representative
         }
     }
 }
 
-/// A block queued with ``Loop/perform(inModes:_:)`` and the modes it may run in (SPEC R57).
+/// A labelled block's modes and label.
+final class LabelledBlockModes: Sendable {
+    let modes: BlockModes
+    let label: StaticString
+
+    init(_ modes: BlockModes, label: StaticString) {
+        self.modes = modes
+        self.label = label
+    }
+}
+
+/// A block queued with ``Loop/perform(inModes:label:_:)`` and the modes it may run in (SPEC R57).
 struct QueuedBlock {
     let modes: BlockModes
     let body: @Sendable () -> Void
