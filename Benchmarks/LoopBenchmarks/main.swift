@@ -19,6 +19,7 @@ let scenarios: [(name: String, onMainThread: Bool, run: (Scale) -> Void)] = [
     ("timers", false, TimerThroughput.run),
     ("lateness", false, TimerLateness.run),
     ("idle", false, Idle.run),
+    ("instruments", false, Instruments.run),
     ("main-queue", true, MainQueue.run),
 ]
 

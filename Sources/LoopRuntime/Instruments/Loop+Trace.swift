@@ -204,51 +204,100 @@ func jsonString(_ text: String) -> String {
     return escaped + "\""
 }
 
-/// A loop's trace events: a bounded ring, written by the loop's thread, read by any thread.
-final class TraceRing: Sendable {
-    private struct Ring {
-        var events: [Loop.TraceEvent] = []
-        /// The oldest event once the ring is full.
-        var head = 0
-        var capacity = 1
-        var dropped = 0
-        var threadID: Int32 = 0
+/// A trace event as the ring keeps it: plain data (no reference counting when recorded), turned
+/// into a `Loop.TraceEvent` by a snapshot.
+struct RawTraceEvent {
+    enum Kind: UInt8 {
+        case run, pass, wait, callout, jobBatch, stall
     }
 
-    private let ring = Locked(Ring())
+    static let none = UInt8.max
+
+    var kind: Kind
+    /// A wait's cause (`MetricsStorage.WakeCause`), a callout's kind, a stall's scope (0: callout).
+    var detail: UInt8
+    /// A stall's culprit kind, or `none`.
+    var culprit: UInt8
+    var depth: Int32
+    /// A batch's job count.
+    var count: Int32
+    var start: Int64
+    var duration: Int64
+    var label: StaticString?
+    /// A run call's mode; unretained (a loop's modes live as long as the loop, and so does its ring).
+    var mode: Unmanaged<ModeState>?
+
+    var event: Loop.TraceEvent {
+        let kind: Loop.TraceEvent.Kind
+        switch self.kind {
+        case .run: kind = .run(mode?._withUnsafeGuaranteedRef { $0.mode } ?? .default)
+        case .pass: kind = .pass
+        case .wait: kind = .wait(wokenBy: (MetricsStorage.WakeCause(rawValue: Int(detail)) ?? .handOff).name)
+        case .callout: kind = .callout(Loop.CalloutKind(rawValue: Int(detail)) ?? .block)
+        case .jobBatch: kind = .jobBatch(jobs: Int(count))
+        case .stall:
+            kind = .stall(detail == 0 ? .callout : .pass, culprit: Loop.CalloutKind(rawValue: Int(culprit)))
+        }
+        return Loop.TraceEvent(
+            kind: kind, label: label, depth: Int(depth), startNanoseconds: start, durationNanoseconds: duration)
+    }
+}
+
+/// A loop's trace events: a bounded ring of plain records, written by the loop's thread under a
+/// lock the snapshots take too.
+final class TraceRing: @unchecked Sendable {
+    // Thread-safety: every field is touched only with `lock` held.
+    private let lock = LoopLock()
+    @exclusivity(unchecked) private var buffer = UnsafeMutablePointer<RawTraceEvent>.allocate(capacity: 1)
+    @exclusivity(unchecked) private var capacity = 1
+    @exclusivity(unchecked) private var count = 0
+    /// The slot of the oldest event once the ring is full.
+    @exclusivity(unchecked) private var head = 0
+    @exclusivity(unchecked) private var dropped = 0
+    @exclusivity(unchecked) private var threadID: Int32 = 0
+
+    deinit {
+        buffer.deallocate()
+    }
 
     func restart(capacity: Int) {
-        let old: [Loop.TraceEvent] = ring.withLock { ring in
+        let fresh = UnsafeMutablePointer<RawTraceEvent>.allocate(capacity: capacity)
+        let old: UnsafeMutablePointer<RawTraceEvent> = lock.withLock {
             defer {
-                ring.events = []
-                ring.events.reserveCapacity(min(capacity, 4096))
-                ring.head = 0
-                ring.dropped = 0
-                ring.capacity = capacity
+                buffer = fresh
+                self.capacity = capacity
+                count = 0
+                head = 0
+                dropped = 0
             }
-            return ring.events
+            return buffer
         }
-        _ = old  // released outside the lock
+        old.deallocate()
     }
 
     /// Records `event` (loop thread only; `threadID` is the thread's kernel id).
-    func record(_ event: Loop.TraceEvent, threadID: Int32) {
-        ring.withLock { ring in
-            ring.threadID = threadID
-            if ring.events.count < ring.capacity {
-                ring.events.append(event)
+    @inline(__always)
+    func record(_ event: RawTraceEvent, threadID: Int32) {
+        lock.withLock {
+            self.threadID = threadID
+            if count < capacity {
+                (buffer + count).initialize(to: event)
+                count += 1
             } else {
-                ring.events[ring.head] = event
-                ring.head = ring.head + 1 == ring.capacity ? 0 : ring.head + 1
-                ring.dropped += 1
+                buffer[head] = event
+                head = head + 1 == capacity ? 0 : head + 1
+                dropped += 1
             }
         }
     }
 
     func snapshot() -> ([Loop.TraceEvent], dropped: Int, threadID: Int32) {
-        ring.withLock { ring in
-            let ordered = Array(ring.events[ring.head...] + ring.events[..<ring.head])
-            return (ordered, ring.dropped, ring.threadID)
+        let (raw, dropped, threadID): ([RawTraceEvent], Int, Int32) = lock.withLock {
+            var raw: [RawTraceEvent] = []
+            raw.reserveCapacity(count)
+            for index in 0..<count { raw.append(buffer[(head + index) % capacity]) }
+            return (raw, self.dropped, self.threadID)
         }
+        return (raw.map(\.event), dropped, threadID)
     }
 }

@@ -74,10 +74,11 @@ final class LoopInstruments: @unchecked Sendable {
 
     // MARK: Recorder (loop thread only)
 
-    /// A run call being recorded, and its pass if one is open.
+    /// A run call being recorded, and its pass if one is open. Plain data: its mode is unretained
+    /// (a loop's modes live as long as the loop).
     struct OpenRun {
         let depth: Int
-        let mode: Loop.Mode
+        let mode: Unmanaged<ModeState>
         let start: Int64
         var passOpen = false
         var passStart: Int64 = 0
@@ -97,24 +98,101 @@ final class LoopInstruments: @unchecked Sendable {
         let stalls: Int
     }
 
-    @exclusivity(unchecked) var runs: [OpenRun] = []
-    @exclusivity(unchecked) var callouts: [OpenCallout] = []
+    @exclusivity(unchecked) var runs = RecorderStack<OpenRun>()
+    @exclusivity(unchecked) var callouts = RecorderStack<OpenCallout>()
+    /// The starts of the job batches under way.
+    @exclusivity(unchecked) var batchStarts = RecorderStack<Int64>()
     /// Total time blocked in waits since the recorder started (the busy time's correction).
     @exclusivity(unchecked) var waited: Int64 = 0
     /// Stalls reported so far: a stretch during which one was reported does not report itself.
     @exclusivity(unchecked) var stallsReported = 0
     /// Since when the loop has been busy (in a run call, not waiting); `nil` outside run calls.
     @exclusivity(unchecked) var busySince: Int64?
-    /// The start of the job batch under way.
-    @exclusivity(unchecked) var batchStarts: [Int64] = []
     /// The loop thread's kernel id, read at its first recording.
     @exclusivity(unchecked) var threadID: Int32 = 0
+    /// The storages, once made: used unretained (the lazy references keep them for the loop's life).
+    @exclusivity(unchecked) private var metricsCache: Unmanaged<MetricsStorage>?
+    @exclusivity(unchecked) private var ringCache: Unmanaged<TraceRing>?
+
+    /// The metrics storage, without reference counting. Loop thread only.
+    @inline(__always)
+    func withMetrics(_ body: (MetricsStorage) -> Void) {
+        if metricsCache == nil { metricsCache = Unmanaged.passUnretained(metricsStorage) }
+        metricsCache.unsafelyUnwrapped._withUnsafeGuaranteedRef(body)
+    }
+
+    /// The trace ring, without reference counting. Loop thread only.
+    @inline(__always)
+    func withRing(_ body: (TraceRing) -> Void) {
+        if ringCache == nil { ringCache = Unmanaged.passUnretained(traceRing) }
+        ringCache.unsafelyUnwrapped._withUnsafeGuaranteedRef(body)
+    }
+
+    deinit {
+        runs.deallocate()
+        callouts.deallocate()
+        batchStarts.deallocate()
+    }
+}
+
+/// A stack of values in a buffer of its own: pushes and pops without the uniqueness checks
+/// of an array (the recorder pushes and pops several times a pass). Loop thread only.
+struct RecorderStack<Element> {
+    private var base = UnsafeMutablePointer<Element>.allocate(capacity: 8)
+    private var capacity = 8
+    private(set) var count = 0
+
+    @inline(__always)
+    mutating func push(_ element: Element) {
+        if count == capacity { grow() }
+        (base + count).initialize(to: element)
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func pop() -> Element? {
+        guard count > 0 else { return nil }
+        count -= 1
+        return (base + count).move()
+    }
+
+    /// The top element, to read or change in place; `nil` when empty.
+    @inline(__always)
+    var top: UnsafeMutablePointer<Element>? {
+        count > 0 ? base + (count - 1) : nil
+    }
+
+    /// The topmost element matching `predicate`.
+    func last(where predicate: (Element) -> Bool) -> Element? {
+        var index = count - 1
+        while index >= 0 {
+            if predicate(base[index]) { return base[index] }
+            index -= 1
+        }
+        return nil
+    }
+
+    private mutating func grow() {
+        let larger = UnsafeMutablePointer<Element>.allocate(capacity: capacity * 2)
+        larger.moveInitialize(from: base, count: count)
+        base.deallocate()
+        base = larger
+        capacity *= 2
+    }
+
+    func deallocate() {
+        base.deinitialize(count: count)
+        base.deallocate()
+    }
 }
 
 extension Loop {
     /// True if any instrument is on: the one relaxed load a recording point costs when all are off.
     @inline(__always)
     var isInstrumented: Bool { instrumentFlags.load(ordering: .relaxed) != 0 }
+
+    @inline(__always)
+    private var recordsMetrics: Bool { instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.metrics != 0 }
 
     // MARK: Run calls and passes
 
@@ -124,21 +202,23 @@ extension Loop {
         let now = loopThread.now(waiter)
         let depth = run.depth + 1  // counted from 1 for an outermost run call, as in `notification`
         recorder.trimRuns(below: depth)
-        recorder.runs.append(.init(depth: depth, mode: run.mode.mode, start: now))
+        recorder.runs.push(.init(depth: depth, mode: Unmanaged.passUnretained(run.mode), start: now))
         if recorder.busySince == nil { recorder.busySince = now }
     }
 
     @inline(never)
     func instrumentRunEnded(_ run: borrowing RunContext) {
         let recorder = instruments
-        let now = loopThread.now(waiter)
+        // The last reading, not a new one: the run's last pass (or the exit observers' callouts)
+        // took it just now, and the loop has done nothing since but notify the exit.
+        let now = loopThread.lastReading
         let depth = run.depth + 1
-        if let open = recorder.runs.last, open.depth == depth {
-            recorder.runs.removeLast()
-            record(.run(open.mode), label: nil, depth: depth, from: open.start, to: now)
+        if let open = recorder.runs.top?.pointee, open.depth == depth {
+            _ = recorder.runs.pop()
+            record(.run, mode: open.mode, depth: depth, from: open.start, to: now)
         }
         if depth == 1, let since = recorder.busySince {
-            addMetric(now - since, to: .busy)
+            if recordsMetrics { recorder.withMetrics { $0.add(now - since, to: .busy) } }
             recorder.busySince = nil
         }
     }
@@ -147,32 +227,33 @@ extension Loop {
     func instrumentPassBegan(_ run: borrowing RunContext) {
         let recorder = instruments
         let now = loopThread.now(waiter)
-        let depth = run.depth + 1  // counted from 1 for an outermost run call, as in `notification`
+        let depth = run.depth + 1
         recorder.trimRuns(below: depth + 1)
-        if recorder.runs.last?.depth != depth {  // turned on inside this run call
+        if recorder.runs.top?.pointee.depth != depth {  // turned on inside this run call
             recorder.trimRuns(below: depth)
-            recorder.runs.append(.init(depth: depth, mode: run.mode.mode, start: now))
+            recorder.runs.push(.init(depth: depth, mode: Unmanaged.passUnretained(run.mode), start: now))
         }
         if recorder.busySince == nil { recorder.busySince = now }
-        let last = recorder.runs.count - 1
-        recorder.runs[last].passOpen = true
-        recorder.runs[last].passStart = now
-        recorder.runs[last].passWaited = recorder.waited
-        recorder.runs[last].passStalls = recorder.stallsReported
-        recorder.runs[last].longestBusy = -1
-        recorder.runs[last].longestKind = nil
-        recorder.runs[last].longestLabel = nil
-        addMetric(1, to: .passes)
+        let open = recorder.runs.top.unsafelyUnwrapped
+        open.pointee.passOpen = true
+        open.pointee.passStart = now
+        open.pointee.passWaited = recorder.waited
+        open.pointee.passStalls = recorder.stallsReported
+        open.pointee.longestBusy = -1
+        open.pointee.longestKind = nil
+        open.pointee.longestLabel = nil
+        if recordsMetrics { recorder.withMetrics { $0.add(1, to: .passes) } }
     }
 
     @inline(never)
     func instrumentPassEnded(_ run: borrowing RunContext) {
         let recorder = instruments
         let depth = run.depth + 1
-        guard let open = recorder.runs.last, open.depth == depth, open.passOpen else { return }
-        recorder.runs[recorder.runs.count - 1].passOpen = false
+        guard let top = recorder.runs.top, top.pointee.depth == depth, top.pointee.passOpen else { return }
+        top.pointee.passOpen = false
+        let open = top.pointee
         let now = loopThread.now(waiter)
-        record(.pass, label: nil, depth: depth, from: open.passStart, to: now)
+        record(.pass, depth: depth, from: open.passStart, to: now)
         let busy = now - open.passStart - (recorder.waited - open.passWaited)
         if busy >= recorder.stallThreshold.load(ordering: .relaxed), recorder.stallsReported == open.passStalls {
             reportStall(
@@ -187,7 +268,9 @@ extension Loop {
     @inline(never)
     func instrumentWaitBegan() -> Int64 {
         let now = loopThread.now(waiter)
-        if let since = instruments.busySince { addMetric(now - since, to: .busy) }
+        if let since = instruments.busySince, recordsMetrics {
+            instruments.withMetrics { $0.add(now - since, to: .busy) }
+        }
         return now
     }
 
@@ -199,15 +282,20 @@ extension Loop {
         let now = loopThread.now(waiter)
         recorder.waited += now - start
         recorder.busySince = now
-        addMetric(now - start, to: .waiting)
-        addMetric(1, to: cause.slot)
-        record(.wait(wokenBy: cause.name), label: nil, depth: state.runCallCount, from: start, to: now)
+        if recordsMetrics {
+            recorder.withMetrics { metrics in
+                metrics.add(now - start, to: .waiting)
+                metrics.add(1, to: cause.slot)
+            }
+        }
+        let mode = recorder.runs.top?.pointee.mode
+        record(.wait, detail: UInt8(cause.rawValue), mode: mode, depth: state.runCallCount, from: start, to: now)
     }
 
     // MARK: Callouts
 
     /// Opens a callout's record: `true` if it did (then call ``instrumentCalloutEnded()`` after the
-    /// callout). `lateness`: a timer's, from its fire date; `latency`: a job's, from its enqueue.
+    /// callout). `lateness`: a timer's, from its fire date, or a job's latency, from its enqueue.
     @inline(__always)
     func instrumentCalloutBegins(
         _ kind: CalloutKind, label: @autoclosure () -> StaticString?, lateness: @autoclosure () -> Int64? = nil
@@ -221,11 +309,12 @@ extension Loop {
     func instrumentCalloutBegan(_ kind: CalloutKind, label: StaticString?, delay: Int64?) {
         let recorder = instruments
         let now = loopThread.now(waiter)
-        recorder.callouts.append(
+        recorder.callouts.push(
             .init(kind: kind, label: label, start: now, waited: recorder.waited, stalls: recorder.stallsReported))
-        guard let delay, instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.metrics != 0 else { return }
-        let storage = recorder.metricsStorage
-        (kind == .job ? storage.jobLatency : storage.timerLateness).record(delay)
+        guard let delay, recordsMetrics else { return }
+        recorder.withMetrics { metrics in
+            (kind == .job ? metrics.jobLatency : metrics.timerLateness).record(delay)
+        }
     }
 
     /// Closes the record opened by ``instrumentCalloutBegins(_:label:lateness:)``. The callout's
@@ -233,26 +322,23 @@ extension Loop {
     @inline(never)
     func instrumentCalloutEnded() {
         let recorder = instruments
-        guard let open = recorder.callouts.popLast() else { return }
+        guard let open = recorder.callouts.pop() else { return }
         loopThread.timePassed()
         let now = loopThread.now(waiter)
         let busy = now - open.start - (recorder.waited - open.waited)
         let depth = state.runCallCount
-        if instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.metrics != 0 {
-            recorder.metricsStorage.callouts[open.kind.rawValue].record(busy)
-        }
-        record(.callout(open.kind), label: open.label, depth: depth, from: open.start, to: now)
+        if recordsMetrics { recorder.withMetrics { $0.callouts[open.kind.rawValue].record(busy) } }
+        record(.callout, detail: UInt8(open.kind.rawValue), label: open.label, depth: depth, from: open.start, to: now)
         // The pass's longest callout, for a pass that stalls without one long callout.
-        let last = recorder.runs.count - 1
-        if last >= 0, recorder.runs[last].depth == depth, recorder.runs[last].passOpen,
-            busy > recorder.runs[last].longestBusy
+        if let top = recorder.runs.top, top.pointee.depth == depth, top.pointee.passOpen,
+            busy > top.pointee.longestBusy
         {
-            recorder.runs[last].longestBusy = busy
-            recorder.runs[last].longestKind = open.kind
-            recorder.runs[last].longestLabel = open.label
+            top.pointee.longestBusy = busy
+            top.pointee.longestKind = open.kind
+            top.pointee.longestLabel = open.label
         }
         if busy >= recorder.stallThreshold.load(ordering: .relaxed), recorder.stallsReported == open.stalls {
-            let mode = recorder.runs.last { $0.depth == depth }?.mode ?? currentMode ?? .default
+            let mode = recorder.runs.last { $0.depth == depth }?.mode ?? state.innermostModeRef
             reportStall(
                 .callout, busy: busy, culprit: open.kind, label: open.label, mode: mode, depth: depth,
                 from: open.start, to: now)
@@ -262,44 +348,48 @@ extension Loop {
     /// The start of an executor's batch (traced as one event holding its jobs).
     @inline(never)
     func instrumentBatchBegan() {
-        instruments.batchStarts.append(loopThread.now(waiter))
+        instruments.batchStarts.push(loopThread.now(waiter))
     }
 
     @inline(never)
     func instrumentBatchEnded(jobs: Int, label: StaticString?) {
-        guard let start = instruments.batchStarts.popLast() else { return }
-        record(.jobBatch(jobs: jobs), label: label, depth: state.runCallCount, from: start, to: loopThread.now(waiter))
+        guard let start = instruments.batchStarts.pop() else { return }
+        record(
+            .jobBatch, label: label, count: jobs, depth: state.runCallCount, from: start,
+            to: loopThread.lastReading)
     }
 
     // MARK: Recording
 
-    @inline(__always)
-    private func addMetric(_ amount: Int64, to slot: MetricsStorage.Slot) {
-        guard instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.metrics != 0 else { return }
-        instruments.metricsStorage.add(amount, to: slot)
-    }
-
-    private func record(_ kind: TraceEvent.Kind, label: StaticString?, depth: Int, from start: Int64, to end: Int64) {
+    private func record(
+        _ kind: RawTraceEvent.Kind, detail: UInt8 = 0, culprit: UInt8 = RawTraceEvent.none,
+        label: StaticString? = nil, count: Int = 0, mode: Unmanaged<ModeState>? = nil, depth: Int,
+        from start: Int64, to end: Int64
+    ) {
         guard instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.tracing != 0 else { return }
         let recorder = instruments
         if recorder.threadID == 0 { recorder.threadID = cloop_thread_id() }
-        recorder.traceRing.record(
-            TraceEvent(
-                kind: kind, label: label, depth: depth, startNanoseconds: start,
-                durationNanoseconds: max(end - start, 0)),
-            threadID: recorder.threadID)
+        let event = RawTraceEvent(
+            kind: kind, detail: detail, culprit: culprit, depth: Int32(clamping: depth), count: Int32(clamping: count),
+            start: start, duration: max(end - start, 0), label: label, mode: mode)
+        let threadID = recorder.threadID
+        recorder.withRing { $0.record(event, threadID: threadID) }
     }
 
     private func reportStall(
-        _ scope: Stall.Scope, busy: Int64, culprit: CalloutKind?, label: StaticString?, mode: Mode, depth: Int,
-        from start: Int64, to end: Int64
+        _ scope: Stall.Scope, busy: Int64, culprit: CalloutKind?, label: StaticString?,
+        mode: Unmanaged<ModeState>?, depth: Int, from start: Int64, to end: Int64
     ) {
         instruments.stallsReported += 1
-        let stall = Stall(
-            scope: scope, duration: .nanoseconds(busy), culprit: culprit, label: label, mode: mode, depth: depth,
-            endNanoseconds: end)
-        record(.stall(scope, culprit: culprit), label: label, depth: depth, from: start, to: end)
+        record(
+            .stall, detail: scope == .callout ? 0 : 1,
+            culprit: culprit.map { UInt8($0.rawValue) } ?? RawTraceEvent.none,
+            label: label, mode: mode, depth: depth, from: start, to: end)
         let handlers = lock.withLock { instruments.stallHandlers }
+        guard handlers.contains(where: { $0.threshold <= busy }) else { return }
+        let stall = Stall(
+            scope: scope, duration: .nanoseconds(busy), culprit: culprit, label: label,
+            mode: mode?._withUnsafeGuaranteedRef { $0.mode } ?? .default, depth: depth, endNanoseconds: end)
         for handler in handlers where handler.threshold <= busy {
             handler.handler(stall)
         }
@@ -311,6 +401,6 @@ extension LoopInstruments {
     /// turned off before those runs ended.
     @inline(__always)
     func trimRuns(below depth: Int) {
-        while let last = runs.last, last.depth >= depth { runs.removeLast() }
+        while let top = runs.top, top.pointee.depth >= depth { _ = runs.pop() }
     }
 }

@@ -52,6 +52,11 @@ final class LoopThreadState {
         return lastNow
     }
 
+    /// The last reading, stale or not: for the instruments' end of a run call, which the run's
+    /// last pass read the clock for just before.
+    @inline(__always)
+    var lastReading: Int64 { lastNow }
+
     /// Records a reading of the clock made by the caller (a run call's entry).
     @inline(__always)
     func setNow(_ now: Int64) {
