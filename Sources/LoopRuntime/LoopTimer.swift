@@ -303,11 +303,13 @@ enum TimerLabels {
     }
 
     static func label(of timer: LoopTimer) -> StaticString? {
-        labels.withLock { $0[ObjectIdentifier(timer)] }
+        label(of: ObjectIdentifier(timer))
     }
 
-    /// How many timers have a label (for tests).
-    static var count: Int { labels.withLock { $0.count } }
+    /// The label kept for the timer at `identifier` (for tests: a released timer has none).
+    static func label(of identifier: ObjectIdentifier) -> StaticString? {
+        labels.withLock { $0[identifier] }
+    }
 
     /// At the timer's deinit, before its address can be reused.
     static func remove(_ timer: LoopTimer) {

@@ -1,0 +1,98 @@
+import Dispatch
+import LoopExecutor
+import Synchronization
+import Testing
+
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+/// Busy-waits on the calling thread: a stand-in for work that blocks the loop.
+private func blockThread(for duration: Duration) {
+    let end = ContinuousClock.now + duration
+    while ContinuousClock.now < end {}
+}
+
+/// An actor on a labelled executor of its own.
+private actor Indexer {
+    nonisolated let unownedExecutor: UnownedSerialExecutor
+    let executor: LoopExecutor
+    private var indexed = 0
+
+    init(executor: LoopExecutor) {
+        self.executor = executor
+        unownedExecutor = executor.asUnownedSerialExecutor()
+    }
+
+    func index() -> Int {
+        indexed += 1
+        return indexed
+    }
+}
+
+@Suite("Observability: stall streams, executor labels, job metrics")
+struct ObservabilityTests {
+    @Test("stalls(longerThan:) reports the labelled block that blocked the loop, and ends at shutdown")
+    func stallStreamNamesTheCulprit() async throws {
+        let thread = try LoopThread(name: "stalling")
+        let stalls = thread.loop.stalls(longerThan: .milliseconds(30))
+        let collector = Task {
+            var reports: [Loop.Stall] = []
+            for await stall in stalls { reports.append(stall) }
+            return reports
+        }
+        // The stream's handler is registered when iteration starts: wait until it is.
+        #expect(await eventually { thread.loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.stalls != 0 })
+        try thread.perform(label: "quick") { blockThread(for: .milliseconds(1)) }
+        try thread.perform(label: "blocking") { blockThread(for: .milliseconds(60)) }
+        try thread.perform(waitUntilDone: true) {}
+        await thread.shutdown()
+
+        let reports = await collector.value
+        #expect(reports.count == 1)
+        #expect(reports.first?.label.map { "\($0)" } == "blocking")
+        #expect(reports.first?.culprit == .block)
+        #expect(reports.first?.scope == .callout)
+        #expect((reports.first?.duration ?? .zero) >= .milliseconds(60))
+        #expect(reports.first?.mode == .default)
+        // The stream removed its handler when it ended.
+        #expect(thread.loop.instruments.stallThreshold.load(ordering: .relaxed) == .max)
+    }
+
+    @Test("a cancelled stall stream removes its handler from the loop")
+    func cancelledStallStreamLeaves() async throws {
+        let thread = try LoopThread(name: "cancelled stalls")
+        defer { Task { await thread.shutdown() } }
+        let task = Task {
+            for await _ in thread.loop.stalls(longerThan: .seconds(10)) {}
+        }
+        #expect(await eventually { thread.loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.stalls != 0 })
+        task.cancel()
+        await task.value
+        #expect(await eventually { thread.loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.stalls == 0 })
+    }
+
+    @Test("a labelled executor's jobs are job callouts with its label; job latency is recorded")
+    func labelledExecutorJobsInMetricsAndTrace() async throws {
+        let thread = try LoopThread(name: "indexing")
+        let loop = thread.loop
+        loop.startRecordingMetrics()
+        loop.startTracing()
+        let indexer = Indexer(executor: LoopExecutor(loop: loop, label: "indexer"))
+        #expect(indexer.executor.label.map { "\($0)" } == "indexer")
+        var last = 0
+        for _ in 0..<20 { last = await indexer.index() }
+        #expect(last == 20)
+        try thread.perform(waitUntilDone: true) {}
+        loop.stopTracing()
+        let metrics = loop.metrics
+        #expect(metrics[.job].count >= 20)
+        #expect(metrics.jobLatency.count >= 20)
+        #expect(metrics.jobLatency.max > .zero)
+        let events = loop.trace.events
+        let jobs = events.filter { if case .callout(.job) = $0.kind { true } else { false } }
+        #expect(jobs.count >= 20)
+        #expect(jobs.allSatisfy { $0.name == "indexer" })
+        let batches = events.filter { if case .jobBatch = $0.kind { true } else { false } }
+        #expect(!batches.isEmpty && batches.allSatisfy { $0.name == "jobs indexer" })
+        await thread.shutdown()
+    }
+}
