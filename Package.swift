@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "ModeSwitching", targets: ["ModeSwitching"]),
         .executable(name: "TrackingMode", targets: ["TrackingMode"]),
         .executable(name: "StallDetector", targets: ["StallDetector"]),
+        .executable(name: "TraceTimeline", targets: ["TraceTimeline"]),
         .executable(name: "MainLoop", targets: ["MainLoop"]),
         .executable(name: "ExitAndReentry", targets: ["ExitAndReentry"]),
         .executable(name: "PassHooks", targets: ["PassHooks"]),
@@ -55,6 +56,9 @@ let package = Package(
         .executableTarget(
             name: "StallDetector", dependencies: ["LoopRuntime", "LoopExecutor"],
             path: "Examples/StallDetector"),
+        .executableTarget(
+            name: "TraceTimeline", dependencies: ["LoopRuntime", "LoopExecutor"],
+            path: "Examples/TraceTimeline"),
         .executableTarget(
             name: "MainLoop", dependencies: ["LoopRuntime", "LoopExecutor"], path: "Examples/MainLoop"),
         .executableTarget(

@@ -1,6 +1,7 @@
-// StallDetector — a hang monitor built on the activity stream: measure every pass from the moment
-// the loop wakes (afterWaiting) to the moment it goes back to sleep (beforeWaiting) and report the
-// passes longer than a threshold. The observer callout only buffers; the analysis is async.
+// StallDetector — a hang monitor that names the culprit: `loop.stalls(longerThan:)` reports every
+// callout (or pass) that kept the loop's thread busy longer than a threshold, with the label of
+// the timer, source, block or executor that ran long. The loop measures on its own thread and
+// hands each report over without blocking; the monitor is an ordinary task.
 //
 //   swift run StallDetector
 
@@ -15,37 +16,34 @@ struct Main {
         let loop = thread.loop
 
         let monitor = Task {
-            var stalls: [Duration] = []
-            var awake: ContinuousClock.Instant?
-            for await event in loop.activities([.afterWaiting, .beforeWaiting]) {
-                if event.dropped > 0 { print("  (monitor fell behind: \(event.dropped) events dropped)") }
-                switch event.activity {
-                case .afterWaiting:
-                    awake = event.time
-                case .beforeWaiting:
-                    if let start = awake, event.time - start > threshold {
-                        let length = event.time - start
-                        print("  stall: a pass took \(length) in \(event.mode)")
-                        stalls.append(length)
-                    }
-                    awake = nil
-                default:
-                    break
-                }
+            var stalls: [Loop.Stall] = []
+            for await stall in loop.stalls(longerThan: threshold) {
+                if stall.dropped > 0 { print("  (monitor fell behind: \(stall.dropped) reports dropped)") }
+                print("  stall: \(stall)")
+                stalls.append(stall)
             }
             return stalls
         }
+        // Let the monitor start iterating (it registers its handler then) before the work starts.
+        try await Task.sleep(for: .milliseconds(20))
 
-        // Some quick work, then two blocking jobs that stall the loop.
+        // Some quick work, a timer that stalls once, a blocking block, and a pass of many short
+        // blocks that add up to a stall (reported as the pass, naming its longest block).
         for index in 0..<5 {
-            try thread.perform { _ = (0..<1000).reduce(index, &+) }
+            try thread.perform(label: "quick sum") { _ = (0..<1000).reduce(index, &+) }
         }
-        try thread.perform { blockFor(.milliseconds(120)) }
+        loop.add(
+            LoopTimer(after: .milliseconds(10), label: "refresh cache") { _ in blockFor(.milliseconds(120)) },
+            forMode: .default)
         try await Task.sleep(for: .milliseconds(200))
-        try thread.perform { blockFor(.milliseconds(80)) }
+        try thread.perform(label: "parse config") { blockFor(.milliseconds(80)) }
+        try await Task.sleep(for: .milliseconds(150))
+        for _ in 0..<4 {
+            try thread.perform(label: "small step") { blockFor(.milliseconds(15)) }
+        }
         try await Task.sleep(for: .milliseconds(200))
 
-        await thread.shutdown()  // ends the activity stream
+        await thread.shutdown()  // ends the stall stream
         let stalls = await monitor.value
         print("detected \(stalls.count) stall(s) longer than \(threshold)")
     }

@@ -67,7 +67,7 @@ extension Loop {
         /// that ran, job latency and timer lateness.
         public var description: String {
             var lines = [
-                "passes: \(passes), busy: \(busyTime), waiting: \(waitingTime)",
+                "passes: \(passes), busy: \(Distribution.format(busyTime)), waiting: \(Distribution.format(waitingTime))",
                 "wake-ups: \(wakeUps)",
             ]
             for kind in CalloutKind.allCases {
