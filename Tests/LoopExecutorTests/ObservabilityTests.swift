@@ -95,4 +95,50 @@ struct ObservabilityTests {
         #expect(!batches.isEmpty && batches.allSatisfy { $0.name == "jobs indexer" })
         await thread.shutdown()
     }
+
+    @Test("instruments turned on and off from other threads while the loop works: no imbalance, no race")
+    func togglingInstrumentsWhileTheLoopWorks() async throws {
+        let thread = try LoopThread(name: "toggled")
+        let loop = thread.loop
+        let ticks = LoopTimer(after: .zero, interval: .microseconds(200), label: "tick") { _ in }
+        loop.add(ticks, forMode: .common)
+        let rounds = 300
+        let blocks = Task.detached {
+            for _ in 0..<rounds * 4 { try? thread.perform(label: "block") {} }
+        }
+        let toggler = Task.detached {
+            for round in 0..<rounds {
+                switch round % 4 {
+                case 0: loop.startRecordingMetrics()
+                case 1: loop.startTracing(capacity: 64)
+                case 2: loop.stopRecordingMetrics()
+                default: loop.stopTracing()
+                }
+                _ = loop.metrics.passes
+                _ = loop.trace.events.count
+            }
+        }
+        let streams = Task.detached {
+            for _ in 0..<rounds / 10 {
+                let watcher = Task { for await _ in loop.stalls(longerThan: .seconds(10)) {} }
+                try? await Task.sleep(for: .microseconds(100))
+                watcher.cancel()
+                await watcher.value
+            }
+        }
+        await blocks.value
+        await toggler.value
+        await streams.value
+        loop.stopRecordingMetrics()
+        loop.stopTracing()
+        try thread.perform(waitUntilDone: true) {
+            // A resident loop's run call and at most its pass are open: nothing piled up.
+            #expect(loop.instruments.runs.count <= 1)
+            #expect(loop.instruments.callouts.count <= 1)  // this very block, if it is recorded
+        }
+        #expect(await eventually { loop.instrumentFlags.load(ordering: .relaxed) == 0 })
+        #expect(loop.metrics.passes > 0)
+        ticks.invalidate()
+        await thread.shutdown()
+    }
 }
