@@ -88,6 +88,7 @@ extension Loop {
 
     /// One run call. `now`: the clock read to compute the deadline, if any (the pass starts with it);
     /// `zeroTimeout`: the deadline is at or before now (SPEC R12).
+    @inline(__always)
     func runCall(_ mode: Mode, now: Int64?, deadline: Int64, zeroTimeout: Bool, returnAfterSourceHandled: Bool)
         -> RunResult
     {
