@@ -85,8 +85,9 @@ extension Loop {
         loopThread.blocks = []
         // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).
         lock.withLock { state.takeBlocks(for: run.mode, into: &batch) }
+        let records = isInstrumented  // once per block step (Instruments/LoopInstruments.swift)
         for block in batch {
-            let recorded = instrumentCalloutBegins(.block, label: block.modes.label)
+            let recorded = records && instrumentCalloutBegins(.block, label: block.modes.label)
             block.body()
             if recorded { instrumentCalloutEnded() }
         }

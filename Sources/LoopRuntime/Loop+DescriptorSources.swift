@@ -280,6 +280,7 @@ extension Loop {
         var handled = false
         if !batch.isEmpty {
             if batch.count > 1 { batch.sort { $0.0.order < $1.0.order } }
+            let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
             for (source, collected) in batch {
                 // What the source still asks for: an earlier handler of this batch, or another
                 // thread, may have changed it (`setEvents`) since the readiness was collected.
@@ -289,7 +290,7 @@ extension Loop {
                     let previous = beginCallout(
                         source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
                 else { continue }
-                let recorded = instrumentCalloutBegins(.descriptorSource, label: source.label)
+                let recorded = records && instrumentCalloutBegins(.descriptorSource, label: source.label)
                 source.handler(source, events)
                 endCallout(restoring: previous)
                 if recorded { instrumentCalloutEnded() }

@@ -153,10 +153,17 @@ extension Loop {
         let outerNotification = loopThread.notifiedMode  // a nested run's notifications come back here
         loopThread.notifiedMode = Unmanaged.passUnretained(mode)
         defer { loopThread.notifiedMode = outerNotification }
+        // Once per notification (Instruments/LoopInstruments.swift): the loop without instruments
+        // is the plain one.
+        let records = isInstrumented
         snapshot.withUnsafeBufferPointer { observers in
             for index in observers.indices {
                 Unmanaged.passUnretained(observers[index])._withUnsafeGuaranteedRef { observer in
-                    notify(observer, activity)
+                    if records {
+                        notifyRecorded(observer, activity)
+                    } else {
+                        notify(observer, activity)
+                    }
                 }
             }
         }
@@ -169,15 +176,23 @@ extension Loop {
         // SPEC R29: an observer whose callout is running hears nothing, nested runs included.
         guard observer.isValid, !observer.isInCallout else { return }
         observer.isInCallout = true
-        // The activity streams' own observers (which take no time) are not recorded.
-        let recorded = !observer.takesNoTime && instrumentCalloutBegins(.observer, label: observer.label)
         observer.handler(observer, activity)
-        if recorded { instrumentCalloutEnded() }
         observer.isInCallout = false
         if !observer.repeats { observer.invalidate() }  // SPEC R28
         // A user's observer may have run for any time: the clock is read again when next needed
         // (by the observers after it, too). Recording observers (the activity stream) return at
         // once and leave the reading shared.
         if !observer.takesNoTime { loopThread.timePassed() }
+    }
+
+    /// ``notify(_:_:)`` with the callout recorded by the instruments (except the package's own
+    /// bookkeeping observers, which take no time).
+    @inline(never)
+    private func notifyRecorded(_ observer: LoopObserver, _ activity: Activity) {
+        guard !observer.takesNoTime, observer.activities.contains(activity), observer.isValid, !observer.isInCallout
+        else { return notify(observer, activity) }
+        let recorded = instrumentCalloutBegins(.observer, label: observer.label)
+        notify(observer, activity)
+        if recorded { instrumentCalloutEnded() }
     }
 }

@@ -189,6 +189,7 @@ extension Loop {
         var handled = false
         if !batch.isEmpty {
             sortForPerforming(&batch)
+            let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
             batch.withUnsafeBufferPointer { batch in
                 loopThread.sourceBatches.push(batch)  // no retain: the batch is not changed meanwhile
                 for index in batch.indices {
@@ -207,7 +208,7 @@ extension Loop {
                         let previous = beginCallout(
                             source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
                     else { continue }
-                    let recorded = instrumentCalloutBegins(.source, label: source.label)
+                    let recorded = records && instrumentCalloutBegins(.source, label: source.label)
                     source.performHandler()
                     endCallout(restoring: previous)
                     if recorded { instrumentCalloutEnded() }

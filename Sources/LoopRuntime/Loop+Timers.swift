@@ -218,6 +218,7 @@ extension Loop {
             // freed in deadline order scatter the allocator's free lists, and every allocation
             // after them (the next million timers) then misses the cache once or twice.
             let releaseAfterBatch = due.count >= TimerHeap.addressOrderThreshold
+            let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
             due.withUnsafeBufferPointer { batch in
                 // Visible to the nested runs of the callouts (not retained: unchanged meanwhile).
                 loopThread.timerBatches.push((batch, Unmanaged.passUnretained(run.mode)))
@@ -231,7 +232,7 @@ extension Loop {
                         cloop_prefetch(address + 64)
                     }
                     let entry = batch[index]
-                    entry.withTimer { fire($0, entry, poppedFrom: run.mode) }
+                    entry.withTimer { fire($0, entry, poppedFrom: run.mode, records: records) }
                     if !releaseAfterBatch { TimerHeap.release(entry) }
                 }
             }
@@ -285,7 +286,7 @@ extension Loop {
     private static let prefetchDistance = 8
 
     /// Fires one due entry's timer (borrowed from the entry's retain).
-    private func fire(_ timer: LoopTimer, _ entry: TimerHeap.Entry, poppedFrom mode: ModeState) {
+    private func fire(_ timer: LoopTimer, _ entry: TimerHeap.Entry, poppedFrom mode: ModeState, records: Bool) {
         let serviced: Int64? = lock.withLock {
             // Moved, removed, invalidated or fired by an earlier callout of this batch: the entry
             // went stale (and the change pushed whatever entries the timer needs now).
@@ -309,8 +310,9 @@ extension Loop {
             change { endFiring(ofInvalid: timer, &$0) }
             return
         }
-        let recorded = instrumentCalloutBegins(
-            .timer, label: timer.label, lateness: loopThread.now(waiter) - serviced)
+        let recorded =
+            records
+            && instrumentCalloutBegins(.timer, label: timer.label, lateness: loopThread.now(waiter) - serviced)
         timer.handler(timer)
         endCallout(restoring: previous)
         if recorded { instrumentCalloutEnded() }

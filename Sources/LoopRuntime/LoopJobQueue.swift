@@ -44,6 +44,10 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// The queue's batch is running (SPEC N3). Loop thread only.
     @exclusivity(unchecked) var isRunningBatch = false
     let loopSleepsInMyMode = Atomic<Bool>(false)
+    /// The loop records metrics: enqueues note the time (job latency). A mirror of the loop's
+    /// metrics flag, written under the loop's lock, so that an enqueue reads only the queue's own
+    /// memory (the loop's flags share a cache line with what the loop thread writes per callout).
+    let timesJobs = Atomic<Bool>(false)
 
     /// Creates a queue on `loop` for `modes` and registers it with the loop.
     ///
@@ -70,7 +74,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// ended: the job could never run, and its task would stay suspended forever (see the
     /// executor's shutdown policy).
     public func enqueue(_ job: UnownedJob, keeping owner: AnyObject? = nil) {
-        let timed = loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.metrics != 0
+        let timed = timesJobs.load(ordering: .relaxed)
         let enqueuedAt = timed ? loop.waiter.now() : 0
         let wasEmpty: Bool = lock.withLock {
             if let closedReason {
@@ -126,9 +130,11 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         // The jobs with an enqueue time are the last `times.count`.
         let untimed = batch.count - times.count
         for index in batch.indices {
-            let recorded = loop.instrumentCalloutBegins(
-                .job, label: label,
-                lateness: index >= untimed ? loop.loopThread.now(loop.waiter) - times[index - untimed] : nil)
+            let recorded =
+                recordsBatch
+                && loop.instrumentCalloutBegins(
+                    .job, label: label,
+                    lateness: index >= untimed ? loop.loopThread.now(loop.waiter) - times[index - untimed] : nil)
             runJob(batch[index])
             if recorded { loop.instrumentCalloutEnded() }
         }
@@ -199,6 +205,8 @@ extension Loop {
                 return "the \(self) has ended: \(reason.explanation)"
             }
             state.jobQueues.append(queue)
+            queue.timesJobs.store(
+                instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.metrics != 0, ordering: .relaxed)
             // A loop already asleep in one of the queue's modes must hear of its first job.
             if let sleeping = state.sleepingMode, queue.matches(sleeping) {
                 queue.loopSleepsInMyMode.store(true, ordering: .sequentiallyConsistent)

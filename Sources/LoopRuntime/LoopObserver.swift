@@ -46,7 +46,8 @@ public final class LoopObserver: @unchecked Sendable {
     }
 
     /// An observer of the loop's own libraries that records the activity and returns at once: the
-    /// loop does not count its callout as time passing (see `callObservers`).
+    /// loop does not count its callout as time passing (see `callObservers`), and the instruments
+    /// do not record it as a callout.
     let takesNoTime: Bool
 
     @exclusivity(unchecked) var memberships: [ModeState] = []
@@ -88,7 +89,9 @@ public final class LoopObserver: @unchecked Sendable {
         self.init(activities: activities, repeats: true, order: order, label: nil, takesNoTime: true, handler)
     }
 
-    private init(
+    /// The designated initializer; `takesNoTime` for the engine's own bookkeeping observers (see
+    /// `takesNoTime`), which the instruments do not record either.
+    init(
         activities: Loop.Activity, repeats: Bool, order: Int, label: StaticString?, takesNoTime: Bool,
         _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
     ) {

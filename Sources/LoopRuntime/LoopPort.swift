@@ -62,16 +62,20 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - order: The order of the port's descriptor source among those ready in one pass.
+    ///   - label: The name of the port's deliveries (descriptor-source callouts) in stall reports
+    ///     and traces. Defaults to none.
     ///   - handler: Called on the loop's thread with each message, in send order.
     /// - Throws: ``LoopSystemError`` if the eventfd cannot be created (e.g. `EMFILE`).
-    public init(order: Int = 0, _ handler: @escaping @Sendable (Message) -> Void) throws(LoopSystemError) {
+    public init(
+        order: Int = 0, label: StaticString? = nil, _ handler: @escaping @Sendable (Message) -> Void
+    ) throws(LoopSystemError) {
         let eventFD = try retryingSyscall("eventfd") { cloop_eventfd_create() }
         self.eventFD = eventFD
         self.handler = handler
         let box = WeakPortBox<Message>()
         let endAware = EndAwareReference()
         source = LoopDescriptorSource(
-            descriptor: eventFD, events: .readable, order: order, endAware: endAware,
+            descriptor: eventFD, events: .readable, order: order, label: label, endAware: endAware,
             { _, _ in box.port?.deliver() })
         box.port = self
         endAware.target = self

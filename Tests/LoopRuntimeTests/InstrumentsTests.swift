@@ -220,6 +220,39 @@ struct InstrumentsTests {
         #expect(named("wait").contains { if case .wait(let cause) = $0.kind { "\(cause)" == "timer" } else { false } })
     }
 
+    @Test("instruments turned on inside a run call pick it up at its next pass; turned off, they leave nothing behind")
+    func instrumentsTurnedOnMidRun() {
+        let (loop, waiter) = makeManualLoop()
+        let passes = Atomic<Int>(0)
+        let counter = LoopObserver(activities: .beforeTimers) { _, _ in
+            if passes.wrappingAdd(1, ordering: .relaxed).newValue == 2 { loop.startTracing() }
+        }
+        loop.add(counter, forMode: .default)
+        let ticker = LoopTimer(fireAt: loop.now, interval: .milliseconds(1), label: "tick") { _ in
+            Self.work(waiter, .microseconds(10))
+        }
+        loop.add(ticker, forMode: .default)
+        loop.run(.default, for: .milliseconds(5))
+        let events = loop.trace.events
+        // Passes 2… were recorded (the first callout recorded is pass 2's timer), and the run.
+        #expect(events.last?.name == "run default")
+        #expect(events.filter { $0.name == "tick" }.count >= 3)
+        #expect(events.filter { $0.name == "pass" }.count >= 3)
+        let run = events.last!
+        #expect(events.allSatisfy { $0.startNanoseconds >= run.startNanoseconds })
+
+        // Turned off inside a run: its record is left behind, and dropped by the next run call.
+        let stopper = LoopObserver(activities: .beforeTimers, repeats: false) { _, _ in loop.stopTracing() }
+        loop.add(stopper, forMode: .default)
+        loop.run(.default, for: .milliseconds(2))
+        #expect(loop.instruments.runs.count <= 1)
+        loop.startTracing()
+        loop.run(.default, for: .milliseconds(2))
+        #expect(loop.instruments.runs.count == 0)
+        #expect(loop.trace.events.last?.name == "run default")
+        ticker.invalidate()
+    }
+
     @Test("a full trace ring drops the oldest events and counts them")
     func traceRingDropsTheOldest() {
         let (loop, waiter) = makeManualLoop()
@@ -265,6 +298,11 @@ struct InstrumentsTests {
         #expect(LoopTimer(after: .seconds(1)) { _ in }.label == nil)
         #expect(LoopSource(label: "s") {}.label.map { "\($0)" } == "s")
         #expect(LoopObserver(activities: .entry, label: "o") { _, _ in }.label.map { "\($0)" } == "o")
+        let port = try LoopPort<Int>(label: "requests") { _ in }
+        #expect(port.source.label.map { "\($0)" } == "requests")
+        #expect(
+            LoopDescriptorSource(descriptor: 0, events: .readable, label: "stdin") { _, _ in }.label.map { "\($0)" }
+                == "stdin")
         // A labelled timer's entry in the side table goes with the timer. (Other tests running
         // meanwhile may reuse the addresses, with their own labels.)
         var identifiers: [ObjectIdentifier] = []

@@ -11,7 +11,8 @@ extension Loop {
         case descriptorSource
         /// A ``LoopTimer``'s handler (also ``Loop/perform(after:inModes:_:)``).
         case timer
-        /// A ``LoopObserver``'s handler. The activity streams' own observers are not counted.
+        /// A ``LoopObserver``'s handler. The package's own bookkeeping observers (the activity
+        /// streams', a `LoopThread`'s mode driver) are not counted.
         case observer
         /// A block queued with ``Loop/perform(inModes:label:_:)``.
         case block
@@ -193,14 +194,27 @@ extension Loop {
     /// - Important: Safe from any thread. Takes effect at the loop's next pass or callout.
     public func startRecordingMetrics() {
         _ = instruments.metricsStorage
-        instrumentFlags.bitwiseOr(InstrumentFlags.metrics, ordering: .releasing)
+        setMetricsFlag(true)
+    }
+
+    /// Sets the metrics flag and its mirrors in the executor queues (under the lock, so that a
+    /// queue registered meanwhile copies the new value).
+    private func setMetricsFlag(_ on: Bool) {
+        lock.withLock {
+            if on {
+                instrumentFlags.bitwiseOr(InstrumentFlags.metrics, ordering: .releasing)
+            } else {
+                instrumentFlags.bitwiseAnd(~InstrumentFlags.metrics, ordering: .releasing)
+            }
+            for queue in state.jobQueues { queue.timesJobs.store(on, ordering: .relaxed) }
+        }
     }
 
     /// Stops recording metrics; ``metrics`` keeps what was recorded.
     ///
     /// - Important: Safe from any thread.
     public func stopRecordingMetrics() {
-        instrumentFlags.bitwiseAnd(~InstrumentFlags.metrics, ordering: .releasing)
+        setMetricsFlag(false)
     }
 
     /// A snapshot of what the loop recorded (all zero if ``startRecordingMetrics()`` was never

@@ -138,8 +138,9 @@ final class LoopInstruments: @unchecked Sendable {
 /// A stack of values in a buffer of its own: pushes and pops without the uniqueness checks
 /// of an array (the recorder pushes and pops several times a pass). Loop thread only.
 struct RecorderStack<Element> {
-    private var base = UnsafeMutablePointer<Element>.allocate(capacity: 8)
-    private var capacity = 8
+    /// Allocated at the first push: a loop whose instruments never run allocates nothing.
+    private var base = UnsafeMutablePointer<Element>(bitPattern: MemoryLayout<Element>.alignment)!
+    private var capacity = 0
     private(set) var count = 0
 
     @inline(__always)
@@ -173,16 +174,16 @@ struct RecorderStack<Element> {
     }
 
     private mutating func grow() {
-        let larger = UnsafeMutablePointer<Element>.allocate(capacity: capacity * 2)
+        let larger = UnsafeMutablePointer<Element>.allocate(capacity: max(8, capacity * 2))
         larger.moveInitialize(from: base, count: count)
-        base.deallocate()
+        if capacity > 0 { base.deallocate() }
         base = larger
-        capacity *= 2
+        capacity = max(8, capacity * 2)
     }
 
     func deallocate() {
         base.deinitialize(count: count)
-        base.deallocate()
+        if capacity > 0 { base.deallocate() }
     }
 }
 
@@ -228,11 +229,7 @@ extension Loop {
         let recorder = instruments
         let now = loopThread.now(waiter)
         let depth = run.depth + 1
-        recorder.trimRuns(below: depth + 1)
-        if recorder.runs.top?.pointee.depth != depth {  // turned on inside this run call
-            recorder.trimRuns(below: depth)
-            recorder.runs.push(.init(depth: depth, mode: Unmanaged.passUnretained(run.mode), start: now))
-        }
+        recorder.ensureRun(depth: depth, mode: Unmanaged.passUnretained(run.mode), since: now)
         if recorder.busySince == nil { recorder.busySince = now }
         let open = recorder.runs.top.unsafelyUnwrapped
         open.pointee.passOpen = true
@@ -268,6 +265,7 @@ extension Loop {
     @inline(never)
     func instrumentWaitBegan() -> Int64 {
         let now = loopThread.now(waiter)
+        ensureRunRecord(since: now)
         if let since = instruments.busySince, recordsMetrics {
             instruments.withMetrics { $0.add(now - since, to: .busy) }
         }
@@ -309,6 +307,7 @@ extension Loop {
     func instrumentCalloutBegan(_ kind: CalloutKind, label: StaticString?, delay: Int64?) {
         let recorder = instruments
         let now = loopThread.now(waiter)
+        ensureRunRecord(since: now)
         recorder.callouts.push(
             .init(kind: kind, label: label, start: now, waited: recorder.waited, stalls: recorder.stallsReported))
         guard let delay, recordsMetrics else { return }
@@ -348,7 +347,16 @@ extension Loop {
     /// The start of an executor's batch (traced as one event holding its jobs).
     @inline(never)
     func instrumentBatchBegan() {
-        instruments.batchStarts.push(loopThread.now(waiter))
+        let now = loopThread.now(waiter)
+        ensureRunRecord(since: now)
+        instruments.batchStarts.push(now)
+    }
+
+    /// Opens the record of the innermost run call if the recorder has not seen it begin.
+    @inline(__always)
+    private func ensureRunRecord(since now: Int64) {
+        guard let mode = state.innermostModeRef else { return }
+        instruments.ensureRun(depth: state.runCallCount, mode: mode, since: now)
     }
 
     @inline(never)
@@ -399,6 +407,17 @@ extension Loop {
 extension LoopInstruments {
     /// Drops the records of run calls at `depth` or deeper: left behind when instruments were
     /// turned off before those runs ended.
+    /// Makes the record of the run call at `depth` the top one: drops deeper ones (left behind),
+    /// and opens it if instruments were turned on inside that run call (from `now`: what came
+    /// before was not recorded).
+    @inline(__always)
+    func ensureRun(depth: Int, mode: Unmanaged<ModeState>, since now: Int64) {
+        trimRuns(below: depth + 1)
+        guard runs.top?.pointee.depth != depth else { return }
+        trimRuns(below: depth)
+        runs.push(.init(depth: depth, mode: mode, start: now))
+    }
+
     @inline(__always)
     func trimRuns(below depth: Int) {
         while let top = runs.top, top.pointee.depth >= depth { _ = runs.pop() }
