@@ -186,10 +186,10 @@ extension Loop {
     }
 
     /// ``notify(_:_:)`` with the callout recorded by the instruments (except the package's own
-    /// bookkeeping observers, which take no time).
+    /// bookkeeping observers).
     @inline(never)
     private func notifyRecorded(_ observer: LoopObserver, _ activity: Activity) {
-        guard !observer.takesNoTime, observer.activities.contains(activity), observer.isValid, !observer.isInCallout
+        guard observer.isRecorded, observer.activities.contains(activity), observer.isValid, !observer.isInCallout
         else { return notify(observer, activity) }
         let recorded = instrumentCalloutBegins(.observer, label: observer.label)
         notify(observer, activity)

@@ -48,10 +48,10 @@ public final class LoopDriver: Sendable {
         self.state = state
         // Catches a switch or stop that arrived while no run call was in progress (a stop is then
         // forgotten, SPEC R66): at the next entry or wait of a driven mode, it stops the run.
-        // Bookkeeping that returns at once: the loop neither re-reads its clock after it nor
-        // records it as a callout.
+        // Bookkeeping: the instruments do not record it as a callout.
         guardian = LoopObserver(
-            activities: [.entry, .beforeWaiting], repeats: true, order: .max, label: nil, takesNoTime: true
+            activities: [.entry, .beforeWaiting], repeats: true, order: .max, label: nil, takesNoTime: false,
+            isRecorded: false
         ) { _, _ in
             let (wanted, stop, depth, driving) = state.withLock {
                 ($0.mode, $0.stopRequested, $0.depth, $0.isDriving)

@@ -126,6 +126,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         loop.loopThread.runningJobQueue = Unmanaged.passUnretained(self)
         let runJob = self.runJob!
         let recordsBatch = loop.isInstrumented
+        loop.instrumentBatchStarts(recordsBatch)
         if recordsBatch { loop.instrumentBatchBegan() }
         // The jobs with an enqueue time are the last `times.count`.
         let untimed = batch.count - times.count

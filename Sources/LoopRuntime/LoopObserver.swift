@@ -49,6 +49,8 @@ public final class LoopObserver: @unchecked Sendable {
     /// loop does not count its callout as time passing (see `callObservers`), and the instruments
     /// do not record it as a callout.
     let takesNoTime: Bool
+    /// False for the engine's own bookkeeping observers, which the instruments do not record.
+    let isRecorded: Bool
 
     @exclusivity(unchecked) var memberships: [ModeState] = []
     @exclusivity(unchecked) var isInCallout = false
@@ -89,10 +91,11 @@ public final class LoopObserver: @unchecked Sendable {
         self.init(activities: activities, repeats: true, order: order, label: nil, takesNoTime: true, handler)
     }
 
-    /// The designated initializer; `takesNoTime` for the engine's own bookkeeping observers (see
-    /// `takesNoTime`), which the instruments do not record either.
+    /// The designated initializer; `takesNoTime` and `isRecorded: false` for the package's own
+    /// observers (see those properties).
     init(
         activities: Loop.Activity, repeats: Bool, order: Int, label: StaticString?, takesNoTime: Bool,
+        isRecorded: Bool = true,
         _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void
     ) {
         self.activities = activities
@@ -101,6 +104,7 @@ public final class LoopObserver: @unchecked Sendable {
         self.label = label
         self.handler = handler
         self.takesNoTime = takesNoTime
+        self.isRecorded = isRecorded && !takesNoTime
     }
 
     /// False once the observer was invalidated (SPEC R31).

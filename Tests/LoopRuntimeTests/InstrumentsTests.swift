@@ -170,6 +170,40 @@ struct InstrumentsTests {
         #expect(stalls.first?.mode == "modal")
     }
 
+    @Test("each stall handler hears of the innermost stretch that crossed its own threshold")
+    func stallHandlersWithDifferentThresholds() {
+        let (loop, waiter) = makeManualLoop()
+        let fine = Locked<[String]>([])
+        let coarse = Locked<[String]>([])
+        _ = loop.addStallHandler(longerThan: .milliseconds(10)) { stall in fine.withLock { $0.append("\(stall)") } }
+        _ = loop.addStallHandler(longerThan: .milliseconds(100)) { stall in coarse.withLock { $0.append("\(stall)") } }
+        loop.add(keepAliveSource(), forMode: "modal")
+        let inner = LoopTimer(fireAt: loop.now, label: "inner") { _ in Self.work(waiter, .milliseconds(20)) }
+        loop.add(inner, forMode: "modal")
+        let outer = LoopTimer(fireAt: loop.now, label: "outer") { _ in
+            Self.work(waiter, .milliseconds(130))
+            loop.run("modal", for: .zero)  // the 20 ms inner timer
+        }
+        loop.add(outer, forMode: .default)
+        loop.run(.default, for: .zero)
+        #expect(fine.withLock { $0 } == [#"timer "inner" ran 20.0 ms in modal (depth 2)"#])
+        #expect(coarse.withLock { $0 } == [#"timer "outer" ran 150.0 ms in default (depth 1)"#])
+    }
+
+    @Test("metrics stopped and started again inside a long run call do not count the gap as busy")
+    func restartedMetricsSkipTheGap() {
+        let (loop, waiter) = makeManualLoop()
+        loop.startRecordingMetrics()
+        let stop = LoopTimer(fireAt: loop.now + .seconds(1)) { _ in loop.stopRecordingMetrics() }
+        let start = LoopTimer(fireAt: loop.now + .seconds(5)) { _ in loop.startRecordingMetrics() }
+        let work = LoopTimer(fireAt: loop.now + .seconds(6)) { _ in Self.work(waiter, .milliseconds(7)) }
+        for timer in [stop, start, work] { loop.add(timer, forMode: .default) }
+        loop.run(.default, for: .seconds(8))
+        let busy = loop.metrics.busyTime
+        #expect(busy >= .milliseconds(7))
+        #expect(busy < .milliseconds(10))
+    }
+
     @Test("the trace's events nest: run ⊃ pass ⊃ wait, callouts; callout ⊃ nested run")
     func traceEventsNest() {
         let (loop, waiter) = makeManualLoop()
@@ -250,6 +284,22 @@ struct InstrumentsTests {
         loop.run(.default, for: .milliseconds(2))
         #expect(loop.instruments.runs.count == 0)
         #expect(loop.trace.events.last?.name == "run default")
+
+        // Off inside a run of one mode, on again inside a run of another: the second run's events
+        // are its own, not the leftover record's.
+        let offAgain = LoopObserver(activities: .beforeTimers, repeats: false) { _, _ in loop.stopTracing() }
+        loop.add(offAgain, forMode: .default)
+        loop.run(.default, for: .milliseconds(2))
+        loop.add(keepAliveSource(), forMode: "other")
+        let other = LoopTimer(fireAt: loop.now + .milliseconds(1), label: "other") { _ in loop.startTracing() }
+        loop.add(other, forMode: "other")
+        let later = LoopTimer(fireAt: loop.now + .milliseconds(2), label: "later") { _ in }
+        loop.add(later, forMode: "other")
+        let runStart = loop.now
+        loop.run("other", for: .milliseconds(3))
+        let last = loop.trace.events.last
+        #expect(last?.name == "run other")
+        #expect(last.map { $0.start >= runStart } == true)
         ticker.invalidate()
     }
 

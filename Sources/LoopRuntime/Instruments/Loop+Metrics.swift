@@ -47,7 +47,9 @@ extension Loop {
         public var passes: Int
         /// Why the loop's blocking waits ended.
         public var wakeUps: WakeUps
-        /// Time spent in run calls, not waiting: running callouts and the loop's own work.
+        /// Time spent in run calls, not waiting: running callouts and the loop's own work, as far
+        /// as the loop's clock readings (after waits and callouts) see it — a pass with nothing to
+        /// do adds next to nothing. Counted at the end of each pass and before each wait.
         public var busyTime: Duration
         /// Time spent blocked in the wait.
         public var waitingTime: Duration
@@ -82,7 +84,8 @@ extension Loop {
         }
 
         /// Why blocking waits ended, counted per cause. A wait that ended for two reasons at once
-        /// counts once, under the first of: wake-up, hand-off, descriptor, timer, deadline.
+        /// counts once, under the first of: wake-up, hand-off, descriptor, then deadline or timer
+        /// (the run call's deadline when it has passed, a timer's otherwise).
         ///
         /// - Important: A value type; safe from any thread.
         public struct WakeUps: Sendable, Hashable, CustomStringConvertible {
@@ -93,7 +96,8 @@ extension Loop {
             /// Another thread handed the loop work: a block, an executor job, a signalled source,
             /// a port message, a timer change.
             public var handOff: Int
-            /// ``Loop/wakeUp()`` was called.
+            /// ``Loop/wakeUp()`` was called — or another thread removed the last item of the mode
+            /// the loop sleeps in, which wakes it the same way so that its run call can finish.
             public var wakeUp: Int
             /// The run call's own deadline came.
             public var deadline: Int
@@ -145,7 +149,8 @@ extension Loop {
             /// `0.99`: the 99th percentile), to within 1/16; `.zero` if none was recorded.
             public func percentile(_ fraction: Double) -> Duration {
                 guard count > 0 else { return .zero }
-                let rank = Swift.max(1, Int((fraction * Double(count)).rounded(.up)))
+                let clamped = fraction.isNaN ? 0.5 : Swift.min(Swift.max(fraction, 0), 1)
+                let rank = Swift.max(1, Int((clamped * Double(count)).rounded(.up)))
                 var seen = 0
                 for bucket in buckets {
                     seen += bucket.count
@@ -172,8 +177,9 @@ extension Loop {
             static func format(_ duration: Duration) -> String {
                 let nanoseconds = LoopTime.nanoseconds(of: duration)
                 if nanoseconds < 1_000 { return "\(nanoseconds) ns" }
-                if nanoseconds < 1_000_000 { return "\(tenths(nanoseconds, 100)) µs" }
-                if nanoseconds < 1_000_000_000 { return "\(tenths(nanoseconds, 100_000)) ms" }
+                // The unit is picked after rounding to tenths: 999,950 ns is "1.0 ms".
+                if nanoseconds < 999_950 { return "\(tenths(nanoseconds, 100)) µs" }
+                if nanoseconds < 999_950_000 { return "\(tenths(nanoseconds, 100_000)) ms" }
                 return "\(tenths(nanoseconds, 100_000_000)) s"
             }
 
@@ -188,8 +194,8 @@ extension Loop {
     /// after ``stopRecordingMetrics()``.
     ///
     /// While metrics are off (the default), each point of the pass where they would be recorded
-    /// costs one relaxed atomic load. While on, a pass reads the clock about once more and each
-    /// callout twice (BENCHMARKS.md, "Observability").
+    /// costs one relaxed atomic load. While on, the loop reads its clock once more after each
+    /// callout and before each batch of callouts (BENCHMARKS.md, "Observability").
     ///
     /// - Important: Safe from any thread. Takes effect at the loop's next pass or callout.
     public func startRecordingMetrics() {
@@ -201,11 +207,7 @@ extension Loop {
     /// queue registered meanwhile copies the new value).
     private func setMetricsFlag(_ on: Bool) {
         lock.withLock {
-            if on {
-                instrumentFlags.bitwiseOr(InstrumentFlags.metrics, ordering: .releasing)
-            } else {
-                instrumentFlags.bitwiseAnd(~InstrumentFlags.metrics, ordering: .releasing)
-            }
+            if on { turnOnInstrument(InstrumentFlags.metrics) } else { turnOffInstrument(InstrumentFlags.metrics) }
             for queue in state.jobQueues { queue.timesJobs.store(on, ordering: .relaxed) }
         }
     }

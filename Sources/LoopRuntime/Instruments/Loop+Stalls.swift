@@ -76,7 +76,7 @@ extension Loop {
         return lock.withLock {
             guard !state.lifecycle.isEnded else { return nil }
             // The flag changes under the lock, so that a concurrent removal cannot clear it last.
-            instrumentFlags.bitwiseOr(InstrumentFlags.stalls, ordering: .releasing)
+            turnOnInstrument(InstrumentFlags.stalls)
             return instruments.addStallHandler(LoopTime.nanoseconds(of: threshold), handler)
         }
     }
@@ -88,7 +88,7 @@ extension Loop {
     public func removeStallHandler(_ token: UInt64) {
         let removed = lock.withLock {
             let (removed, anyLeft) = instruments.removeStallHandler(token)
-            if !anyLeft { instrumentFlags.bitwiseAnd(~InstrumentFlags.stalls, ordering: .releasing) }
+            if !anyLeft { turnOffInstrument(InstrumentFlags.stalls) }
             return removed
         }
         _ = removed  // released outside the lock: it may hold the last reference to a stream

@@ -118,14 +118,14 @@ extension Loop {
     public func startTracing(capacity: Int = 65_536) {
         precondition(capacity > 0, "Loop.startTracing(capacity:): the capacity must be positive, got \(capacity).")
         instruments.traceRing.restart(capacity: capacity)
-        instrumentFlags.bitwiseOr(InstrumentFlags.tracing, ordering: .releasing)
+        turnOnInstrument(InstrumentFlags.tracing)
     }
 
     /// Stops recording the timeline; ``trace`` keeps what was recorded.
     ///
     /// - Important: Safe from any thread.
     public func stopTracing() {
-        instrumentFlags.bitwiseAnd(~InstrumentFlags.tracing, ordering: .releasing)
+        turnOffInstrument(InstrumentFlags.tracing)
     }
 
     /// A snapshot of the recorded timeline, oldest event first.

@@ -83,7 +83,7 @@ final class LoopInstruments: @unchecked Sendable {
         var passOpen = false
         var passStart: Int64 = 0
         var passWaited: Int64 = 0
-        var passStalls = 0
+        var passOuterReported: Int64 = 0
         var longestBusy: Int64 = -1
         var longestKind: Loop.CalloutKind?
         var longestLabel: StaticString?
@@ -95,7 +95,8 @@ final class LoopInstruments: @unchecked Sendable {
         let label: StaticString?
         let start: Int64
         let waited: Int64
-        let stalls: Int
+        /// `innerReported` of the enclosing stretch, restored when this one ends.
+        let outerReported: Int64
     }
 
     @exclusivity(unchecked) var runs = RecorderStack<OpenRun>()
@@ -104,10 +105,17 @@ final class LoopInstruments: @unchecked Sendable {
     @exclusivity(unchecked) var batchStarts = RecorderStack<Int64>()
     /// Total time blocked in waits since the recorder started (the busy time's correction).
     @exclusivity(unchecked) var waited: Int64 = 0
-    /// Stalls reported so far: a stretch during which one was reported does not report itself.
-    @exclusivity(unchecked) var stallsReported = 0
+    /// The longest stall reported inside the innermost open stretch (0: none). A stretch reports
+    /// itself only to the handlers whose threshold that inner report did not reach: each handler
+    /// hears of the innermost stretch that crossed its own threshold.
+    @exclusivity(unchecked) var innerReported: Int64 = 0
     /// Since when the loop has been busy (in a run call, not waiting); `nil` outside run calls.
     @exclusivity(unchecked) var busySince: Int64?
+    /// Bumped (from any thread) each time an instrument is turned on while all were off: the loop
+    /// thread did not follow the run calls meanwhile, so records and `busySince` from an older
+    /// epoch are stale. `seenEpoch` is the loop thread's copy.
+    let epoch = Atomic<UInt32>(0)
+    @exclusivity(unchecked) var seenEpoch: UInt32 = 0
     /// The loop thread's kernel id, read at its first recording.
     @exclusivity(unchecked) var threadID: Int32 = 0
     /// The storages, once made: used unretained (the lazy references keep them for the loop's life).
@@ -195,15 +203,29 @@ extension Loop {
     @inline(__always)
     private var recordsMetrics: Bool { instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.metrics != 0 }
 
+    /// Turns an instrument on (any thread); a new epoch if all were off (see `LoopInstruments.epoch`).
+    func turnOnInstrument(_ flag: UInt8) {
+        if instrumentFlags.bitwiseOr(flag, ordering: .acquiringAndReleasing).oldValue == 0 {
+            instruments.epoch.add(1, ordering: .releasing)
+        }
+    }
+
+    /// Turns an instrument off (any thread).
+    func turnOffInstrument(_ flag: UInt8) {
+        instrumentFlags.bitwiseAnd(~flag, ordering: .releasing)
+    }
+
     // MARK: Run calls and passes
 
     @inline(never)
     func instrumentRunBegan(_ run: borrowing RunContext) {
         let recorder = instruments
         let now = loopThread.now(waiter)
+        recorder.catchUp(now)
         let depth = run.depth + 1  // counted from 1 for an outermost run call, as in `notification`
         recorder.trimRuns(below: depth)
-        recorder.runs.push(.init(depth: depth, mode: Unmanaged.passUnretained(run.mode), start: now))
+        recorder.runs.push(
+            .init(depth: depth, mode: Unmanaged.passUnretained(run.mode), start: now))
         if recorder.busySince == nil { recorder.busySince = now }
     }
 
@@ -213,14 +235,16 @@ extension Loop {
         // The last reading, not a new one: the run's last pass (or the exit observers' callouts)
         // took it just now, and the loop has done nothing since but notify the exit.
         let now = loopThread.lastReading
+        recorder.catchUp(now)
         let depth = run.depth + 1
+        recorder.trimRuns(below: depth + 1)
         if let open = recorder.runs.top?.pointee, open.depth == depth {
             _ = recorder.runs.pop()
             record(.run, mode: open.mode, depth: depth, from: open.start, to: now)
         }
-        if depth == 1, let since = recorder.busySince {
+        if let since = recorder.busySince {
             if recordsMetrics { recorder.withMetrics { $0.add(now - since, to: .busy) } }
-            recorder.busySince = nil
+            recorder.busySince = depth == 1 ? nil : now
         }
     }
 
@@ -228,6 +252,7 @@ extension Loop {
     func instrumentPassBegan(_ run: borrowing RunContext) {
         let recorder = instruments
         let now = loopThread.now(waiter)
+        recorder.catchUp(now)
         let depth = run.depth + 1
         recorder.ensureRun(depth: depth, mode: Unmanaged.passUnretained(run.mode), since: now)
         if recorder.busySince == nil { recorder.busySince = now }
@@ -235,10 +260,11 @@ extension Loop {
         open.pointee.passOpen = true
         open.pointee.passStart = now
         open.pointee.passWaited = recorder.waited
-        open.pointee.passStalls = recorder.stallsReported
+        open.pointee.passOuterReported = recorder.innerReported
         open.pointee.longestBusy = -1
         open.pointee.longestKind = nil
         open.pointee.longestLabel = nil
+        recorder.innerReported = 0
         if recordsMetrics { recorder.withMetrics { $0.add(1, to: .passes) } }
     }
 
@@ -246,17 +272,21 @@ extension Loop {
     func instrumentPassEnded(_ run: borrowing RunContext) {
         let recorder = instruments
         let depth = run.depth + 1
+        recorder.trimRuns(below: depth + 1)
         guard let top = recorder.runs.top, top.pointee.depth == depth, top.pointee.passOpen else { return }
         top.pointee.passOpen = false
         let open = top.pointee
         let now = loopThread.now(waiter)
         record(.pass, depth: depth, from: open.passStart, to: now)
-        let busy = now - open.passStart - (recorder.waited - open.passWaited)
-        if busy >= recorder.stallThreshold.load(ordering: .relaxed), recorder.stallsReported == open.passStalls {
-            reportStall(
-                .pass, busy: busy, culprit: open.longestKind, label: open.longestLabel, mode: open.mode,
-                depth: depth, from: open.passStart, to: now)
+        // Busy time so far, so that a loop that never blocks shows it too.
+        if let since = recorder.busySince {
+            if recordsMetrics { recorder.withMetrics { $0.add(now - since, to: .busy) } }
+            recorder.busySince = now
         }
+        let busy = now - open.passStart - (recorder.waited - open.passWaited)
+        endStretch(
+            .pass, busy: busy, outerReported: open.passOuterReported, culprit: open.longestKind,
+            label: open.longestLabel, mode: open.mode, depth: depth, from: open.passStart, to: now)
     }
 
     // MARK: Waits
@@ -265,6 +295,7 @@ extension Loop {
     @inline(never)
     func instrumentWaitBegan() -> Int64 {
         let now = loopThread.now(waiter)
+        instruments.catchUp(now)
         ensureRunRecord(since: now)
         if let since = instruments.busySince, recordsMetrics {
             instruments.withMetrics { $0.add(now - since, to: .busy) }
@@ -292,6 +323,14 @@ extension Loop {
 
     // MARK: Callouts
 
+    /// Before a batch of callouts (a timer batch, a source batch, a block step, a job batch) whose
+    /// callouts are recorded: the loop's own work since its last clock reading (collecting the
+    /// batch) is not charged to the first callout, nor counted in a job's latency.
+    @inline(__always)
+    func instrumentBatchStarts(_ records: Bool) {
+        if records { loopThread.timePassed() }
+    }
+
     /// Opens a callout's record: `true` if it did (then call ``instrumentCalloutEnded()`` after the
     /// callout). `lateness`: a timer's, from its fire date, or a job's latency, from its enqueue.
     @inline(__always)
@@ -307,9 +346,11 @@ extension Loop {
     func instrumentCalloutBegan(_ kind: CalloutKind, label: StaticString?, delay: Int64?) {
         let recorder = instruments
         let now = loopThread.now(waiter)
+        recorder.catchUp(now)
         ensureRunRecord(since: now)
         recorder.callouts.push(
-            .init(kind: kind, label: label, start: now, waited: recorder.waited, stalls: recorder.stallsReported))
+            .init(kind: kind, label: label, start: now, waited: recorder.waited, outerReported: recorder.innerReported))
+        recorder.innerReported = 0
         guard let delay, recordsMetrics else { return }
         recorder.withMetrics { metrics in
             (kind == .job ? metrics.jobLatency : metrics.timerLateness).record(delay)
@@ -336,27 +377,19 @@ extension Loop {
             top.pointee.longestKind = open.kind
             top.pointee.longestLabel = open.label
         }
-        if busy >= recorder.stallThreshold.load(ordering: .relaxed), recorder.stallsReported == open.stalls {
-            let mode = recorder.runs.last { $0.depth == depth }?.mode ?? state.innermostModeRef
-            reportStall(
-                .callout, busy: busy, culprit: open.kind, label: open.label, mode: mode, depth: depth,
-                from: open.start, to: now)
-        }
+        let mode = recorder.runs.last { $0.depth == depth }?.mode ?? state.innermostModeRef
+        endStretch(
+            .callout, busy: busy, outerReported: open.outerReported, culprit: open.kind, label: open.label,
+            mode: mode, depth: depth, from: open.start, to: now)
     }
 
     /// The start of an executor's batch (traced as one event holding its jobs).
     @inline(never)
     func instrumentBatchBegan() {
         let now = loopThread.now(waiter)
+        instruments.catchUp(now)
         ensureRunRecord(since: now)
         instruments.batchStarts.push(now)
-    }
-
-    /// Opens the record of the innermost run call if the recorder has not seen it begin.
-    @inline(__always)
-    private func ensureRunRecord(since now: Int64) {
-        guard let mode = state.innermostModeRef else { return }
-        instruments.ensureRun(depth: state.runCallCount, mode: mode, since: now)
     }
 
     @inline(never)
@@ -365,6 +398,13 @@ extension Loop {
         record(
             .jobBatch, label: label, count: jobs, depth: state.runCallCount, from: start,
             to: loopThread.lastReading)
+    }
+
+    /// Opens the record of the innermost run call if the recorder has not seen it begin.
+    @inline(__always)
+    private func ensureRunRecord(since now: Int64) {
+        guard let mode = state.innermostModeRef else { return }
+        instruments.ensureRun(depth: state.runCallCount, mode: mode, since: now)
     }
 
     // MARK: Recording
@@ -384,29 +424,64 @@ extension Loop {
         recorder.withRing { $0.record(event, threadID: threadID) }
     }
 
-    private func reportStall(
-        _ scope: Stall.Scope, busy: Int64, culprit: CalloutKind?, label: StaticString?,
+    /// The end of a callout or pass that was busy for `busy`: reports it as a stall to each handler
+    /// whose threshold it reached and no stall reported inside it did, then hands the longest stall
+    /// reported within it to the enclosing stretch.
+    @inline(__always)
+    private func endStretch(
+        _ scope: Stall.Scope, busy: Int64, outerReported: Int64, culprit: CalloutKind?, label: StaticString?,
         mode: Unmanaged<ModeState>?, depth: Int, from start: Int64, to end: Int64
     ) {
-        instruments.stallsReported += 1
+        let recorder = instruments
+        let inner = recorder.innerReported
+        var reported = inner
+        if busy >= recorder.stallThreshold.load(ordering: .relaxed) {
+            if reportStall(
+                scope, busy: busy, above: inner, culprit: culprit, label: label, mode: mode, depth: depth,
+                from: start, to: end)
+            {
+                reported = busy
+            }
+        }
+        recorder.innerReported = max(outerReported, reported)
+    }
+
+    /// Reports a stall to the handlers with a threshold in `above < threshold <= busy`; true if any.
+    @inline(never)
+    private func reportStall(
+        _ scope: Stall.Scope, busy: Int64, above inner: Int64, culprit: CalloutKind?, label: StaticString?,
+        mode: Unmanaged<ModeState>?, depth: Int, from start: Int64, to end: Int64
+    ) -> Bool {
+        let handlers = lock.withLock { instruments.stallHandlers }
+        let due = handlers.filter { $0.threshold <= busy && $0.threshold > inner }
+        guard !due.isEmpty else { return false }
         record(
             .stall, detail: scope == .callout ? 0 : 1,
             culprit: culprit.map { UInt8($0.rawValue) } ?? RawTraceEvent.none,
             label: label, mode: mode, depth: depth, from: start, to: end)
-        let handlers = lock.withLock { instruments.stallHandlers }
-        guard handlers.contains(where: { $0.threshold <= busy }) else { return }
         let stall = Stall(
             scope: scope, duration: .nanoseconds(busy), culprit: culprit, label: label,
             mode: mode?._withUnsafeGuaranteedRef { $0.mode } ?? .default, depth: depth, endNanoseconds: end)
-        for handler in handlers where handler.threshold <= busy {
-            handler.handler(stall)
-        }
+        for handler in due { handler.handler(stall) }
+        return true
     }
 }
 
 extension LoopInstruments {
-    /// Drops the records of run calls at `depth` or deeper: left behind when instruments were
-    /// turned off before those runs ended.
+    /// At the start of a recording: if instruments were all off since the loop thread last
+    /// looked, forget what it kept from then (records of run calls it did not see end, the busy
+    /// mark, stall bookkeeping). Callout and batch records are not touched: their own begin/end
+    /// pairs keep them balanced.
+    @inline(__always)
+    func catchUp(_ now: Int64) {
+        let current = epoch.load(ordering: .acquiring)
+        guard current != seenEpoch else { return }
+        seenEpoch = current
+        while runs.pop() != nil {}
+        busySince = nil
+        innerReported = 0
+    }
+
     /// Makes the record of the run call at `depth` the top one: drops deeper ones (left behind),
     /// and opens it if instruments were turned on inside that run call (from `now`: what came
     /// before was not recorded).
@@ -418,6 +493,7 @@ extension LoopInstruments {
         runs.push(.init(depth: depth, mode: mode, start: now))
     }
 
+    /// Drops the records of run calls at `depth` or deeper.
     @inline(__always)
     func trimRuns(below depth: Int) {
         while let top = runs.top, top.pointee.depth >= depth { _ = runs.pop() }
