@@ -86,7 +86,6 @@ extension Loop {
         // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).
         lock.withLock { state.takeBlocks(for: run.mode, into: &batch) }
         let records = isInstrumented  // once per block step (Instruments/LoopInstruments.swift)
-        instrumentBatchStarts(records)
         for block in batch {
             let recorded = records && instrumentCalloutBegins(.block, label: block.modes.label)
             block.body()

@@ -281,7 +281,6 @@ extension Loop {
         if !batch.isEmpty {
             if batch.count > 1 { batch.sort { $0.0.order < $1.0.order } }
             let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
-            instrumentBatchStarts(records)
             for (source, collected) in batch {
                 // What the source still asks for: an earlier handler of this batch, or another
                 // thread, may have changed it (`setEvents`) since the readiness was collected.

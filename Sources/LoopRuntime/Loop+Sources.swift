@@ -190,7 +190,6 @@ extension Loop {
         if !batch.isEmpty {
             sortForPerforming(&batch)
             let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
-            instrumentBatchStarts(records)
             batch.withUnsafeBufferPointer { batch in
                 loopThread.sourceBatches.push(batch)  // no retain: the batch is not changed meanwhile
                 for index in batch.indices {

@@ -195,7 +195,7 @@ extension Loop {
     ///
     /// While metrics are off (the default), each point of the pass where they would be recorded
     /// costs one relaxed atomic load. While on, the loop reads its clock once more after each
-    /// callout and before each batch of callouts (BENCHMARKS.md, "Observability").
+    /// callout and before each executor batch (BENCHMARKS.md, "Observability").
     ///
     /// - Important: Safe from any thread. Takes effect at the loop's next pass or callout.
     public func startRecordingMetrics() {

@@ -235,7 +235,6 @@ extension Loop {
         // The last reading, not a new one: the run's last pass (or the exit observers' callouts)
         // took it just now, and the loop has done nothing since but notify the exit.
         let now = loopThread.lastReading
-        recorder.catchUp(now)
         let depth = run.depth + 1
         recorder.trimRuns(below: depth + 1)
         if let open = recorder.runs.top?.pointee, open.depth == depth {
@@ -323,9 +322,11 @@ extension Loop {
 
     // MARK: Callouts
 
-    /// Before a batch of callouts (a timer batch, a source batch, a block step, a job batch) whose
-    /// callouts are recorded: the loop's own work since its last clock reading (collecting the
-    /// batch) is not charged to the first callout, nor counted in a job's latency.
+    /// Before a batch of callouts whose callouts are recorded and whose collection may have taken
+    /// time since the loop's last clock reading: a job batch (a job enqueued after that reading
+    /// would otherwise show a negative latency) and a big timer batch (sorted first). The other
+    /// batches are collected right after a reading, and their first callout is charged with
+    /// that little work: one clock reading less per pass.
     @inline(__always)
     func instrumentBatchStarts(_ records: Bool) {
         if records { loopThread.timePassed() }
@@ -346,7 +347,6 @@ extension Loop {
     func instrumentCalloutBegan(_ kind: CalloutKind, label: StaticString?, delay: Int64?) {
         let recorder = instruments
         let now = loopThread.now(waiter)
-        recorder.catchUp(now)
         ensureRunRecord(since: now)
         recorder.callouts.push(
             .init(kind: kind, label: label, start: now, waited: recorder.waited, outerReported: recorder.innerReported))
@@ -387,7 +387,6 @@ extension Loop {
     @inline(never)
     func instrumentBatchBegan() {
         let now = loopThread.now(waiter)
-        instruments.catchUp(now)
         ensureRunRecord(since: now)
         instruments.batchStarts.push(now)
     }
@@ -468,8 +467,8 @@ extension Loop {
 }
 
 extension LoopInstruments {
-    /// At the start of a recording: if instruments were all off since the loop thread last
-    /// looked, forget what it kept from then (records of run calls it did not see end, the busy
+    /// At the start of a run call, a pass or a wait (the points that use what it forgets): if
+    /// instruments were all off since the loop thread last looked, forget what it kept from then (records of run calls it did not see end, the busy
     /// mark, stall bookkeeping). Callout and batch records are not touched: their own begin/end
     /// pairs keep them balanced.
     @inline(__always)
