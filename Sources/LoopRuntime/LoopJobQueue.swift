@@ -17,8 +17,9 @@ import Synchronization
 /// - Important: Safe from any thread.
 @_spi(LoopExecutorSupport)
 public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `lock`; see below
-    // Thread-safety: `loop` and `modes` are immutable; `pending`, `spare`, `closedReason` and
-    // `keeper` are guarded by `lock`; `runJob` is read on the loop's thread and cleared under `lock`
+    // Thread-safety: `loop`, `modes` and `label` are immutable; `pending`, `pendingTimes`, `spare`,
+    // `closedReason` and `keeper` are guarded by `lock`; `timesJobs` is an atomic written under the
+    // loop's lock; `runJob` is read on the loop's thread and cleared under `lock`
     // at close, after which the loop never runs the queue; `isRunningBatch` is touched only on the
     // loop's thread; `loopSleepsInMyMode` is an atomic written by the loop under its own lock.
 
