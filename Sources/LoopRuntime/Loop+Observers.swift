@@ -172,9 +172,30 @@ extension Loop {
     /// One observer's callout, if it wants `activity` and may hear it.
     @inline(__always)
     private func notify(_ observer: LoopObserver, _ activity: Activity) {
-        guard observer.activities.contains(activity) else { return }
+        if hears(observer, activity) { call(observer, activity) }
+    }
+
+    /// ``notify(_:_:)`` with the callout recorded by the instruments (except the package's own
+    /// bookkeeping observers).
+    @inline(never)
+    private func notifyRecorded(_ observer: LoopObserver, _ activity: Activity) {
+        guard hears(observer, activity) else { return }
+        let recorded = observer.isRecorded && instrumentCalloutBegins(.observer, label: observer.label)
+        call(observer, activity)
+        if recorded { instrumentCalloutEnded() }
+    }
+
+    /// The observer wants `activity` and may hear it now.
+    @inline(__always)
+    private func hears(_ observer: LoopObserver, _ activity: Activity) -> Bool {
+        guard observer.activities.contains(activity) else { return false }
         // SPEC R29: an observer whose callout is running hears nothing, nested runs included.
-        guard observer.isValid, !observer.isInCallout else { return }
+        return observer.isValid && !observer.isInCallout
+    }
+
+    /// Calls an observer that ``hears(_:_:)`` the activity.
+    @inline(__always)
+    private func call(_ observer: LoopObserver, _ activity: Activity) {
         observer.isInCallout = true
         observer.handler(observer, activity)
         observer.isInCallout = false
@@ -183,16 +204,5 @@ extension Loop {
         // (by the observers after it, too). Recording observers (the activity stream) return at
         // once and leave the reading shared.
         if !observer.takesNoTime { loopThread.timePassed() }
-    }
-
-    /// ``notify(_:_:)`` with the callout recorded by the instruments (except the package's own
-    /// bookkeeping observers).
-    @inline(never)
-    private func notifyRecorded(_ observer: LoopObserver, _ activity: Activity) {
-        guard observer.isRecorded, observer.activities.contains(activity), observer.isValid, !observer.isInCallout
-        else { return notify(observer, activity) }
-        let recorded = instrumentCalloutBegins(.observer, label: observer.label)
-        notify(observer, activity)
-        if recorded { instrumentCalloutEnded() }
     }
 }

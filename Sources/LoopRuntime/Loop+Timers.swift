@@ -219,7 +219,7 @@ extension Loop {
             // after them (the next million timers) then misses the cache once or twice.
             let releaseAfterBatch = due.count >= TimerHeap.addressOrderThreshold
             let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
-            instrumentBatchStarts(records && releaseAfterBatch)  // a big batch took time to sort
+            if records && releaseAfterBatch { loopThread.timePassed() }  // sorting it took time
             due.withUnsafeBufferPointer { batch in
                 // Visible to the nested runs of the callouts (not retained: unchanged meanwhile).
                 loopThread.timerBatches.push((batch, Unmanaged.passUnretained(run.mode)))

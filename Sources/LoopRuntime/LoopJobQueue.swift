@@ -117,8 +117,9 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
             let batch = pending
             pending = spare
             spare = []
-            defer { pendingTimes = [] }
-            return (batch, pendingTimes)
+            var times: [Int64] = []
+            if !pendingTimes.isEmpty { swap(&times, &pendingTimes) }
+            return (batch, times)
         }
         var batch = taken
         guard !batch.isEmpty else { return false }
@@ -127,8 +128,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         loop.loopThread.runningJobQueue = Unmanaged.passUnretained(self)
         let runJob = self.runJob!
         let recordsBatch = loop.isInstrumented
-        loop.instrumentBatchStarts(recordsBatch)
-        if recordsBatch { loop.instrumentBatchBegan() }
+        if recordsBatch { loop.instrumentJobBatchBegan() }
         // The jobs with an enqueue time are the last `times.count`.
         let untimed = batch.count - times.count
         for index in batch.indices {
@@ -140,7 +140,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
             runJob(batch[index])
             if recorded { loop.instrumentCalloutEnded() }
         }
-        if recordsBatch { loop.instrumentBatchEnded(jobs: batch.count, label: label) }
+        if recordsBatch { loop.instrumentJobBatchEnded(jobs: batch.count, label: label) }
         loop.loopThread.runningJobQueue = outerQueue
         isRunningBatch = false
         batch.removeAll(keepingCapacity: true)

@@ -245,41 +245,17 @@ struct RawTraceEvent {
 
 /// A loop's trace events: a bounded ring of plain records, written by the loop's thread under a
 /// lock the snapshots take too.
-final class TraceRing: @unchecked Sendable {
-    // Thread-safety: every field is touched only with `lock` held.
-    private let lock = LoopLock()
-    @exclusivity(unchecked) private var buffer = UnsafeMutablePointer<RawTraceEvent>.allocate(capacity: 1)
-    @exclusivity(unchecked) private var capacity = 1
-    @exclusivity(unchecked) private var count = 0
-    /// The slot of the oldest event once the ring is full.
-    @exclusivity(unchecked) private var head = 0
-    @exclusivity(unchecked) private var dropped = 0
-    @exclusivity(unchecked) private var threadID: Int32 = 0
+final class TraceRing: Sendable {
+    private struct Ring {
+        var buffer = UnsafeMutablePointer<RawTraceEvent>.allocate(capacity: 1)
+        var capacity = 1
+        var count = 0
+        /// The slot of the oldest event once the ring is full.
+        var head = 0
+        var dropped = 0
+        var threadID: Int32 = 0
 
-    deinit {
-        buffer.deallocate()
-    }
-
-    func restart(capacity: Int) {
-        let fresh = UnsafeMutablePointer<RawTraceEvent>.allocate(capacity: capacity)
-        let old: UnsafeMutablePointer<RawTraceEvent> = lock.withLock {
-            defer {
-                buffer = fresh
-                self.capacity = capacity
-                count = 0
-                head = 0
-                dropped = 0
-            }
-            return buffer
-        }
-        old.deallocate()
-    }
-
-    /// Records `event` (loop thread only; `threadID` is the thread's kernel id).
-    @inline(__always)
-    func record(_ event: RawTraceEvent, threadID: Int32) {
-        lock.withLock {
-            self.threadID = threadID
+        mutating func append(_ event: RawTraceEvent) {
             if count < capacity {
                 (buffer + count).initialize(to: event)
                 count += 1
@@ -291,12 +267,37 @@ final class TraceRing: @unchecked Sendable {
         }
     }
 
+    private let ring = Locked(Ring())
+
+    deinit {
+        ring.withLock { $0.buffer.deallocate() }
+    }
+
+    func restart(capacity: Int) {
+        var fresh = Ring(buffer: .allocate(capacity: capacity), capacity: capacity)
+        let old = ring.withLock { ring in
+            defer {
+                fresh.threadID = ring.threadID  // the thread stays the same
+                ring = fresh
+            }
+            return ring.buffer
+        }
+        old.deallocate()
+    }
+
+    /// Records `event` (loop thread only; `threadID` is the thread's kernel id).
+    @inline(__always)
+    func record(_ event: RawTraceEvent, threadID: Int32) {
+        ring.withLock { ring in
+            ring.threadID = threadID
+            ring.append(event)
+        }
+    }
+
     func snapshot() -> ([Loop.TraceEvent], dropped: Int, threadID: Int32) {
-        let (raw, dropped, threadID): ([RawTraceEvent], Int, Int32) = lock.withLock {
-            var raw: [RawTraceEvent] = []
-            raw.reserveCapacity(count)
-            for index in 0..<count { raw.append(buffer[(head + index) % capacity]) }
-            return (raw, self.dropped, self.threadID)
+        let (raw, dropped, threadID): ([RawTraceEvent], Int, Int32) = ring.withLock { ring in
+            let raw = (0..<ring.count).map { ring.buffer[(ring.head + $0) % ring.capacity] }
+            return (raw, ring.dropped, ring.threadID)
         }
         return (raw.map(\.event), dropped, threadID)
     }

@@ -221,7 +221,7 @@ extension Loop {
     func instrumentRunBegan(_ run: borrowing RunContext) {
         let recorder = instruments
         let now = loopThread.now(waiter)
-        recorder.catchUp(now)
+        recorder.catchUp()
         let depth = run.depth + 1  // counted from 1 for an outermost run call, as in `notification`
         recorder.trimRuns(below: depth)
         recorder.runs.push(
@@ -251,7 +251,7 @@ extension Loop {
     func instrumentPassBegan(_ run: borrowing RunContext) {
         let recorder = instruments
         let now = loopThread.now(waiter)
-        recorder.catchUp(now)
+        recorder.catchUp()
         let depth = run.depth + 1
         recorder.ensureRun(depth: depth, mode: Unmanaged.passUnretained(run.mode), since: now)
         if recorder.busySince == nil { recorder.busySince = now }
@@ -294,7 +294,7 @@ extension Loop {
     @inline(never)
     func instrumentWaitBegan() -> Int64 {
         let now = loopThread.now(waiter)
-        instruments.catchUp(now)
+        instruments.catchUp()
         ensureRunRecord(since: now)
         if let since = instruments.busySince, recordsMetrics {
             instruments.withMetrics { $0.add(now - since, to: .busy) }
@@ -321,16 +321,6 @@ extension Loop {
     }
 
     // MARK: Callouts
-
-    /// Before a batch of callouts whose callouts are recorded and whose collection may have taken
-    /// time since the loop's last clock reading: a job batch (a job enqueued after that reading
-    /// would otherwise show a negative latency) and a big timer batch (sorted first). The other
-    /// batches are collected right after a reading, and their first callout is charged with
-    /// that little work: one clock reading less per pass.
-    @inline(__always)
-    func instrumentBatchStarts(_ records: Bool) {
-        if records { loopThread.timePassed() }
-    }
 
     /// Opens a callout's record: `true` if it did (then call ``instrumentCalloutEnded()`` after the
     /// callout). `lateness`: a timer's, from its fire date, or a job's latency, from its enqueue.
@@ -383,16 +373,20 @@ extension Loop {
             mode: mode, depth: depth, from: open.start, to: now)
     }
 
-    /// The start of an executor's batch (traced as one event holding its jobs).
+    /// The start of an executor's batch (traced as one event holding its jobs). The clock is read
+    /// afresh: a job enqueued after the loop's last reading would otherwise show a negative
+    /// latency. (Other batches are collected right after a reading, and their first callout is
+    /// charged with that little work, except a big timer batch, which reads it too.)
     @inline(never)
-    func instrumentBatchBegan() {
+    func instrumentJobBatchBegan() {
+        loopThread.timePassed()
         let now = loopThread.now(waiter)
         ensureRunRecord(since: now)
         instruments.batchStarts.push(now)
     }
 
     @inline(never)
-    func instrumentBatchEnded(jobs: Int, label: StaticString?) {
+    func instrumentJobBatchEnded(jobs: Int, label: StaticString?) {
         guard let start = instruments.batchStarts.pop() else { return }
         record(
             .jobBatch, label: label, count: jobs, depth: state.runCallCount, from: start,
@@ -472,7 +466,7 @@ extension LoopInstruments {
     /// mark, stall bookkeeping). Callout and batch records are not touched: their own begin/end
     /// pairs keep them balanced.
     @inline(__always)
-    func catchUp(_ now: Int64) {
+    func catchUp() {
         let current = epoch.load(ordering: .acquiring)
         guard current != seenEpoch else { return }
         seenEpoch = current
