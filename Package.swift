@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 let package = Package(
@@ -22,7 +22,19 @@ let package = Package(
         .executable(name: "PassHooks", targets: ["PassHooks"]),
         .executable(name: "ModalRun", targets: ["ModalRun"]),
         .executable(name: "EchoServer", targets: ["EchoServer"]),
+        .executable(name: "ConcurrencyOnLoops", targets: ["ConcurrencyOnLoops"]),
         .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
+    ],
+    traits: [
+        // Off by default: with it on, LoopExecutor adopts Swift 6.3's experimental executor SPI
+        // (`SchedulingExecutor`, `MainExecutor`, `ExecutorFactory`), which may change or go away
+        // in any toolchain. `swift build --traits ExperimentalExecutorHooks` turns it on.
+        .trait(
+            name: "ExperimentalExecutorHooks",
+            description:
+                "Task.sleep on loop timers, @MainActor on the main loop and the default executor on loops, through Swift's experimental executor SPI."
+        ),
+        .default(enabledTraits: []),
     ],
     targets: [
         // epoll, eventfd and timerfd are not exported by Glibc; this shim exposes them.
@@ -65,6 +77,10 @@ let package = Package(
             name: "ExitAndReentry", dependencies: ["LoopRuntime"], path: "Examples/ExitAndReentry"),
         .executableTarget(name: "PassHooks", dependencies: ["LoopRuntime"], path: "Examples/PassHooks"),
         .executableTarget(name: "ModalRun", dependencies: ["LoopRuntime"], path: "Examples/ModalRun"),
+        // Needs the ExperimentalExecutorHooks trait; without it, it says so and exits.
+        .executableTarget(
+            name: "ConcurrencyOnLoops", dependencies: ["LoopRuntime", "LoopExecutor"],
+            path: "Examples/ConcurrencyOnLoops"),
         // Allocation counting (malloc interposed in the benchmark executable only), thread CPU usage.
         .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
         // Swift 5 mode so that `import CoreFoundation` (the comparison) compiles.
@@ -76,7 +92,8 @@ let package = Package(
         ),
         .testTarget(name: "LoopRuntimeTests", dependencies: ["LoopRuntime", "CLoopRuntimeShims"]),
         .testTarget(
-            name: "LoopExecutorTests", dependencies: ["LoopExecutor", "LoopRuntime", "MainLoopChecks"]),
+            name: "LoopExecutorTests",
+            dependencies: ["LoopExecutor", "LoopRuntime", "MainLoopChecks", "ExecutorHookChecks"]),
         .testTarget(name: "LoopTestingTests", dependencies: ["LoopTesting", "LoopExecutor", "LoopRuntime"]),
         // Random programs run against the real CFRunLoop and LoopRuntime (Swift 5 mode, for
         // `import CoreFoundation`).
@@ -87,5 +104,10 @@ let package = Package(
         .executableTarget(
             name: "MainLoopChecks", dependencies: ["LoopExecutor", "LoopRuntime", "CLoopRuntimeShims"],
             path: "Tests/MainLoopChecks"),
+        // Checks of the process-wide executor hooks (ExperimentalExecutorHooks trait: the main
+        // executor and the default executor are the process's own); spawned by LoopExecutorTests.
+        .executableTarget(
+            name: "ExecutorHookChecks", dependencies: ["LoopExecutor", "LoopRuntime"],
+            path: "Tests/ExecutorHookChecks"),
     ]
 )

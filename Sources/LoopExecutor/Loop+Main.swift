@@ -66,7 +66,7 @@ extension Loop {
 
 /// What `runMain`'s body returned or threw; written by the body's task before it stops the driver,
 /// read on the main thread after `run()` returned.
-private final class MainOutcome<Value: Sendable>: @unchecked Sendable {
+final class MainOutcome<Value: Sendable>: @unchecked Sendable {
     // Written before `driver.stop()` (which takes locks the driver's return also takes), read after.
     private var result: Result<Value, any Error>?
     func set(_ result: Result<Value, any Error>) { self.result = result }

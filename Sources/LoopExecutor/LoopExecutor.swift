@@ -49,6 +49,11 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     /// the loop asks for it (through `LoopActor.unownedExecutor`), and making it costs a lazy
     /// witness-table lookup. Written only in `init`, before the executor is shared.
     @usableFromInline @exclusivity(unchecked) private(set) var unownedSerial = MainActor.sharedUnownedExecutor
+    #if ExperimentalExecutorHooks && compiler(>=6.3)
+        /// Jobs handed over with a delay (`SchedulingExecutor`: `Task.sleep`), in loop timers.
+        /// Written only in `init`.
+        private(set) var delayedJobs: DelayedJobs!
+    #endif
 
     /// Creates an executor of its own on `loop`. Prefer `Loop.executor(modes:)`,
     /// which shares one executor per loop and mode list.
@@ -79,6 +84,13 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
             job.runSynchronously(on: self.unownedSerial)
         }
         unownedSerial = UnownedSerialExecutor(ordinary: self)
+        #if ExperimentalExecutorHooks && compiler(>=6.3)
+            delayedJobs = DelayedJobs(loop: loop, modes: modes) { [unowned(unsafe) self] job in
+                // The entry's job runs on this executor, which lives while it has delayed jobs: the
+                // timer's entry holds the executor (see `schedule`).
+                self.queue.enqueue(job, keeping: self)
+            }
+        #endif
     }
 
     deinit {
@@ -109,7 +121,11 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     /// - Precondition: the loop has not ended (see the shutdown policy).
     /// - Important: Safe from any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
-        queue.enqueue(UnownedJob(job), keeping: self)
+        let job = UnownedJob(job)
+        #if ExperimentalExecutorHooks && compiler(>=6.3)
+            delayedJobs.noteEnqueue(job)
+        #endif
+        queue.enqueue(job, keeping: self)
     }
 
     /// This executor as an unowned serial executor.

@@ -46,6 +46,14 @@ extension Loop {
     @_spi(LoopExecutorSupport)
     public var hasEverRun: Bool { loopThread.hasRun }
 
+    /// True if the loop runs on a virtual clock (a test loop): ``now`` is not `ContinuousClock.now`.
+    /// Support for executors that receive deadlines on `ContinuousClock` and must place them on
+    /// the loop's own clock.
+    ///
+    /// - Important: Safe from any thread (fixed when the loop is made).
+    @_spi(LoopExecutorSupport)
+    public var hasVirtualClock: Bool { waiter is VirtualWaiter }
+
     /// The notification under way: the mode whose observers are called, the number of run calls
     /// in progress (nested runs count), and the loop's reading of its clock in nanoseconds since
     /// `ContinuousClock`'s origin — read after each wait and after each callout of user code,

@@ -1,0 +1,244 @@
+// The loop-timer side of the ExperimentalExecutorHooks trait: jobs handed to an executor with a
+// delay (`SchedulingExecutor`, which is how `Task.sleep` reaches an executor) wait in one-shot
+// loop timers. No SPI here: the SPI conformances are in the other files of this folder.
+#if ExperimentalExecutorHooks && compiler(>=6.3)
+    @_spi(LoopExecutorSupport) import LoopRuntime
+    import Synchronization
+
+    /// The delayed jobs of one executor on one loop: each waits in a one-shot `LoopTimer` in the
+    /// executor's modes, then goes to the executor's queue like any job.
+    ///
+    /// **Cancellation.** `Task.sleep` hands the executor a small wake-up job, not the sleeping task,
+    /// and on cancellation it resumes the sleeper at once and leaves the wake-up job to run at the
+    /// deadline (where it finds nothing to do). So a cancelled sleep would keep its loop timer — and
+    /// its wake-up — until the deadline. The table remembers the task that scheduled each job (the
+    /// sleeper: `enqueue(_:at:…)` runs inside it). When that task itself is enqueued on the
+    /// executor while its job still waits, and the task is cancelled, the sleep was cancelled: the
+    /// timer goes at once and the wake-up job runs now. (A sleeper resumed onto another executor is
+    /// not seen; its timer stays until the deadline, harmless.)
+    ///
+    /// **The loop's end.** When the loop stops accepting items, every waiting job runs at once, and
+    /// the task that scheduled it is cancelled: `Task.sleep` then throws `CancellationError`
+    /// instead of the loop's `LoopEndedError`, which it cannot throw, and a sleeping loop of work
+    /// winds down instead of sleeping again on a loop that is going away.
+    ///
+    /// - Important: Safe from any thread; the timers fire on the loop's thread.
+    final class DelayedJobs: Sendable {
+        /// The task that scheduled a job: retained (`UnsafeCurrentTask` holds its task strongly), so
+        /// its address stays its own while the entry lives. Only `isCancelled` and `cancel()` are
+        /// used on it from other threads, which `UnsafeCurrentTask` allows.
+        private struct Scheduler: @unchecked Sendable {
+            let task: UnsafeCurrentTask
+            /// The task's address: a task's job is the task, so this is the job it enqueues as.
+            let address: UInt
+        }
+
+        private struct Entry: Sendable {
+            let timer: LoopTimer
+            let job: UnownedJob
+            let scheduler: Scheduler?
+            /// The executor, kept alive while its job waits.
+            let owner: AnyObject & Sendable
+        }
+
+        private struct State {
+            var entries: [UInt64: Entry] = [:]
+            /// Entries by the address of the task that scheduled them.
+            var byScheduler: [UInt: UInt64] = [:]
+            var nextID: UInt64 = 0
+            /// The loop's end handler, once registered; `ended` once it ran.
+            var endHandler: UInt64?
+            var ended = false
+        }
+
+        let loop: Loop
+        let modes: [Loop.Mode]
+        /// Where a job goes when its time comes: the executor's queue.
+        private let enqueue: @Sendable (UnownedJob) -> Void
+        private let state = Locked(State())
+        /// The number of entries with a scheduler: every enqueue of the executor reads it (one
+        /// relaxed load when no sleep waits).
+        private let tracked = Atomic<Int>(0)
+
+        init(loop: Loop, modes: [Loop.Mode], enqueue: @escaping @Sendable (UnownedJob) -> Void) {
+            self.loop = loop
+            self.modes = modes
+            self.enqueue = enqueue
+        }
+
+        deinit {
+            if let token = state.withLock({ $0.endHandler }) { loop.removeEndHandler(token) }
+        }
+
+        /// The number of jobs waiting for their time.
+        var count: Int { state.withLock { $0.entries.count } }
+
+        /// Puts `job` in a one-shot timer at `deadline` (the loop's clock) with `tolerance`, keeping
+        /// `owner` (the executor) alive until the job has gone to its queue.
+        func schedule(
+            _ job: UnownedJob, at deadline: ContinuousClock.Instant, tolerance: Duration,
+            keeping owner: AnyObject & Sendable
+        ) {
+            let scheduler: Scheduler? = withUnsafeCurrentTask { task in
+                task.map { Scheduler(task: $0, address: unsafeBitCast($0, to: UInt.self)) }
+            }
+            registerEndHandlerIfNeeded()
+            let id = state.withLock { state -> UInt64 in
+                state.nextID += 1
+                return state.nextID
+            }
+            let timer = LoopTimer(fireAt: deadline, tolerance: max(.zero, tolerance), label: "Task.sleep") { _ in
+                self.fire(id)
+            }
+            let entry = Entry(timer: timer, job: job, scheduler: scheduler, owner: owner)
+            // A stale entry of the same task (its sleep was cancelled and the task never came back
+            // here) is done with: its wake-up job runs now.
+            let (accepted, displaced): (Bool, Entry?) = state.withLock { state in
+                guard !state.ended else { return (false, nil) }
+                var displaced: Entry?
+                if let scheduler {
+                    if let old = state.byScheduler[scheduler.address] { displaced = take(old, from: &state) }
+                    state.byScheduler[scheduler.address] = id
+                    tracked.add(1, ordering: .relaxed)
+                }
+                state.entries[id] = entry
+                // Like a `Loop.sleep`, a waiting job counts as a task waiting for a timer: a test
+                // loop on virtual time reports a stall if the test never advances to it.
+                loop.timerAwaiters.add(1, ordering: .relaxed)
+                return (true, displaced)
+            }
+            if let displaced { release(displaced, cancelling: false) }
+            guard accepted else {
+                // The loop no longer accepts items: the timer would never fire.
+                release(entry, cancelling: true)
+                return
+            }
+            for mode in modes { loop.add(timer, forMode: mode) }
+        }
+
+        /// Called by every enqueue of the executor: if `job` is a task whose sleep here was
+        /// cancelled, its timer goes now and its wake-up job runs.
+        @inline(__always)
+        func noteEnqueue(_ job: UnownedJob) {
+            guard tracked.load(ordering: .relaxed) > 0 else { return }
+            noteEnqueueOfPossibleSleeper(job)
+        }
+
+        private func noteEnqueueOfPossibleSleeper(_ job: UnownedJob) {
+            let address = unsafeBitCast(job, to: UInt.self)
+            let cancelled: Entry? = state.withLock { state in
+                guard let id = state.byScheduler[address], let entry = state.entries[id],
+                    entry.scheduler?.task.isCancelled == true
+                else { return nil }
+                return take(id, from: &state)
+            }
+            if let cancelled { release(cancelled, cancelling: false) }
+        }
+
+        /// The timer of entry `id` fired (loop thread): its job goes to the queue.
+        private func fire(_ id: UInt64) {
+            guard let entry = state.withLock({ take(id, from: &$0) }) else { return }
+            enqueue(entry.job)
+        }
+
+        private func registerEndHandlerIfNeeded() {
+            guard state.withLock({ $0.endHandler == nil && !$0.ended }) else { return }
+            guard let token = loop.addEndHandler({ [weak self] in self?.loopEnded() }) else {
+                state.withLock { $0.ended = true }
+                return
+            }
+            let duplicate: UInt64? = state.withLock { state in
+                guard state.endHandler == nil, !state.ended else { return token }
+                state.endHandler = token
+                return nil
+            }
+            if let duplicate { loop.removeEndHandler(duplicate) }
+        }
+
+        /// The loop stops accepting items: every waiting job runs now, and its task is cancelled.
+        private func loopEnded() {
+            let entries: [(UInt64, Entry)] = state.withLock { state in
+                state.ended = true
+                state.endHandler = nil
+                let all = state.entries.sorted { $0.key < $1.key }
+                loop.timerAwaiters.subtract(all.count, ordering: .relaxed)
+                state.entries.removeAll()
+                state.byScheduler.removeAll()
+                tracked.store(0, ordering: .relaxed)
+                return all
+            }
+            for (_, entry) in entries { release(entry, cancelling: true) }
+        }
+
+        /// Removes entry `id` from the table (lock held).
+        private func take(_ id: UInt64, from state: inout State) -> Entry? {
+            guard let entry = state.entries.removeValue(forKey: id) else { return nil }
+            loop.timerAwaiters.subtract(1, ordering: .relaxed)
+            if let scheduler = entry.scheduler, state.byScheduler[scheduler.address] == id {
+                state.byScheduler.removeValue(forKey: scheduler.address)
+            }
+            if entry.scheduler != nil { tracked.subtract(1, ordering: .relaxed) }
+            return entry
+        }
+
+        /// An entry taken out before its time: its timer goes, its task is cancelled if asked, and
+        /// its job runs now (a `Task.sleep` wake-up job finds the sleep over and only cleans up).
+        private func release(_ entry: Entry, cancelling: Bool) {
+            entry.timer.invalidate()
+            if cancelling { entry.scheduler?.task.cancel() }
+            enqueue(entry.job)
+        }
+    }
+
+    /// Where a job that an executor receives with a deadline or delay on clock `C` goes on
+    /// `loop`'s clock, or `nil` for a clock whose durations are not `Swift.Duration` (then only the
+    /// clock itself can tell when an instant comes).
+    func loopDeadline<C: Clock>(of instant: C.Instant, clock: C, on loop: Loop) -> ContinuousClock.Instant? {
+        // A loop clock's instants are on its loop's clock (ContinuousClock's instants, virtual on a
+        // test loop).
+        if let clock = clock as? LoopClock, let instant = instant as? ContinuousClock.Instant {
+            return clock.loop === loop ? instant : loop.now + clock.now.duration(to: instant)
+        }
+        if let instant = instant as? ContinuousClock.Instant {
+            // On a real loop, `Loop.now` is `ContinuousClock.now`: the instant as it is. A test
+            // loop's clock is virtual: the same distance from its now.
+            guard loop.hasVirtualClock else { return instant }
+            return loop.now + ContinuousClock.now.duration(to: instant)
+        }
+        guard let distance = clock.now.duration(to: instant) as? Duration else { return nil }
+        return loop.now + distance
+    }
+
+    /// `delay` on clock `C` as a deadline on `loop`'s clock, or `nil` for a clock whose durations
+    /// are not `Swift.Duration`.
+    func loopDeadline<C: Clock>(after delay: C.Duration, clock: C, on loop: Loop) -> ContinuousClock.Instant? {
+        guard let delay = delay as? Duration else { return nil }
+        return loop.now + delay
+    }
+
+    /// A tolerance on clock `C` in `Swift.Duration` (none: zero, a precise timer).
+    func loopTolerance<D>(_ tolerance: D?) -> Duration {
+        (tolerance as? Duration) ?? .zero
+    }
+
+    /// A clock the loop cannot convert: the job waits in the clock's own `sleep`, on a task of the
+    /// default executor, and then goes to `enqueue`. (Cancellation cannot reach that sleep.)
+    func scheduleOnForeignClock<C: Clock>(
+        _ job: UnownedJob, at instant: C.Instant, tolerance: C.Duration?, clock: C,
+        enqueue: @escaping @Sendable (UnownedJob) -> Void
+    ) {
+        let wait = ForeignWait(instant: instant, tolerance: tolerance, clock: clock)
+        Task.detached {
+            try? await wait.clock.sleep(until: wait.instant, tolerance: wait.tolerance)
+            enqueue(job)
+        }
+    }
+
+    /// What a foreign clock's wait needs, handed to the waiting task (clocks are `Sendable`; their
+    /// instants and durations are plain values the task only passes back to the clock).
+    private struct ForeignWait<C: Clock>: @unchecked Sendable {
+        let instant: C.Instant
+        let tolerance: C.Duration?
+        let clock: C
+    }
+#endif

@@ -1,0 +1,102 @@
+// The executor factory (ExperimentalExecutorHooks trait): a whole program on loops.
+#if ExperimentalExecutorHooks && compiler(>=6.3)
+    @_spi(ExperimentalCustomExecutors) import _Concurrency
+    @_spi(LoopExecutorSupport) import LoopRuntime
+    import Synchronization
+
+    /// Puts a program's Swift concurrency on loops: the main actor on the main loop
+    /// (``MainLoopExecutor``) and the default executor on a group of loop threads
+    /// (``LoopGroupExecutor/standard``).
+    ///
+    /// The one-line way, from a **synchronous** `main`:
+    ///
+    /// ```swift
+    /// @main struct App {
+    ///     static func main() throws {
+    ///         try LoopExecutorFactory.runMain {           // on the main actor, in the main loop
+    ///             try await Task.sleep(for: .seconds(1))   // a main-loop timer
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// The other route is the language's own: an async `@main` type with
+    /// `typealias DefaultExecutorFactory = LoopExecutorFactory`. On Swift 6.3 for Linux that needs
+    /// `-Xfrontend -disable-availability-checking` (an unsafe flag: fine for an application, not
+    /// for a package others depend on), which ``runMain(_:)`` does not.
+    ///
+    /// Part of Swift's experimental executor SPI (ExperimentalExecutorHooks trait), which may change
+    /// in any toolchain.
+    public enum LoopExecutorFactory {
+        /// Installs the factory's executors as the process's main and default executors, if they
+        /// are not installed yet. Returns true if the main actor now runs on the main loop.
+        ///
+        /// Call it before anything else touches Swift concurrency (the first statement of a
+        /// synchronous `main`): the runtime creates its executors once, at first use.
+        ///
+        /// - Important: Call on the main thread.
+        @discardableResult
+        public static func install() -> Bool {
+            if !installed.exchange(true, ordering: .acquiringAndReleasing) {
+                _createExecutors(factory: LoopExecutorFactory.self)
+            }
+            return MainActor.executor is MainLoopExecutor
+        }
+
+        private static let installed = Atomic<Bool>(false)
+
+        /// Installs the factory, runs `body` on the main actor while the main thread runs the main
+        /// loop, and returns what `body` returned once it finished and the main actor's queued jobs
+        /// ran.
+        ///
+        /// Call it as the first statement of a synchronous `main`, on the main thread. Everything
+        /// `body` starts runs on loops: its main-actor work in the main loop's common modes (paused
+        /// while the main loop runs another mode), its tasks on the default executor's loop
+        /// threads, its `Task.sleep`s on loop timers.
+        ///
+        /// - Parameter body: The program's async work, on the main actor.
+        /// - Returns: What `body` returned.
+        /// - Throws: What `body` threw.
+        /// - Precondition: called on the main thread, from synchronous code outside any task, before
+        ///   Swift concurrency created its executors (else the main actor would not be the main
+        ///   loop's, and the call traps with a message instead of running elsewhere).
+        public static func runMain<Result: Sendable>(
+            _ body: @escaping @MainActor () async throws -> Result
+        ) throws -> Result {
+            precondition(
+                withUnsafeCurrentTask { $0 == nil },
+                "LoopExecutorFactory.runMain(_:) was called from async code (an async main, or a task). Call it from a synchronous main, as its first statement: `static func main() throws { try LoopExecutorFactory.runMain { … } }`."
+            )
+            precondition(
+                Loop.main.isCurrentThread,
+                "LoopExecutorFactory.runMain(_:) must be called on the main thread: it hands that thread to the main loop."
+            )
+            precondition(
+                install(),
+                "LoopExecutorFactory.runMain(_:): Swift concurrency created its executors before the factory could be installed, so the main actor is not the main loop's. Make runMain the first statement of a synchronous main, before anything starts a task or touches the main actor."
+            )
+            let outcome = MainOutcome<Result>()
+            Task { @MainActor in
+                do {
+                    outcome.set(.success(try await body()))
+                } catch {
+                    outcome.set(.failure(error))
+                }
+                MainLoopExecutor.shared.stop()
+            }
+            try MainLoopExecutor.shared.run()
+            return try outcome.take().get()
+        }
+    }
+
+    // The SPI conformance: what `_createExecutors(factory:)` and an async main's
+    // `typealias DefaultExecutorFactory = LoopExecutorFactory` read.
+    @_spi(ExperimentalExecutorHooks)
+    extension LoopExecutorFactory: ExecutorFactory {
+        /// The main loop's executor: ``MainLoopExecutor/shared``.
+        public static var mainExecutor: any MainExecutor { MainLoopExecutor.shared }
+
+        /// The default executor: ``LoopGroupExecutor/standard``.
+        public static var defaultExecutor: any TaskExecutor { LoopGroupExecutor.standard }
+    }
+#endif

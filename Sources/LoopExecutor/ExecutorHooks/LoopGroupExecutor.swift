@@ -1,0 +1,168 @@
+// A default executor on a group of loop threads (ExperimentalExecutorHooks trait).
+#if ExperimentalExecutorHooks && compiler(>=6.3)
+    @_spi(ExperimentalScheduling) import _Concurrency
+    @_spi(LoopExecutorSupport) import LoopRuntime
+    import Synchronization
+
+    #if canImport(Glibc)
+        import Glibc
+    #endif
+
+    /// A task executor that spreads its jobs over the loops of a ``LoopThreadGroup``: installed as
+    /// the process's default executor (``LoopExecutorFactory``), it runs every task that has no
+    /// actor or executor of its own — `Task { }` outside an actor, `Task.detached`, task-group
+    /// children, nonisolated async code — on loop threads, and their `Task.sleep`s on loop timers.
+    ///
+    /// Jobs go to the group's loops round-robin and run in each loop's common modes (a
+    /// `LoopThread` runs its default mode). Job priorities are not used: a loop runs its jobs in
+    /// the order they came. A delayed job (`Task.sleep`) waits in a timer of the loop of the thread
+    /// that scheduled it when that is one of the group's, else of the next loop; cancellation and
+    /// the loop's end are handled as on a `LoopExecutor` (see its `enqueue(_:at:tolerance:clock:)`).
+    ///
+    /// Part of Swift's experimental executor SPI (ExperimentalExecutorHooks trait), which may change
+    /// in any toolchain.
+    ///
+    /// - Important: Safe from any thread. Jobs run on the group's threads.
+    public final class LoopGroupExecutor: TaskExecutor, @unchecked Sendable,
+        CustomStringConvertible
+    {
+        // Thread-safety: `group` and `lanes` are immutable after init; `cursor` is atomic; each
+        // lane's queue and delayed jobs synchronize themselves.
+
+        /// One loop of the group: its job queue and its delayed jobs.
+        fileprivate struct Lane: Sendable {
+            let loop: Loop
+            let queue: LoopJobQueue
+            let delayedJobs: DelayedJobs
+        }
+
+        /// The threads whose loops run the jobs.
+        public let group: LoopThreadGroup
+        private var lanes: [Lane] = []
+        private let cursor = Atomic<Int>(0)
+
+        /// An executor over the loops of `group`. The group must outlive the jobs handed to it: shut
+        /// it down only when nothing runs on this executor any more.
+        ///
+        /// - Important: Safe from any thread.
+        public init(group: LoopThreadGroup) {
+            self.group = group
+            lanes = group.threads.map { thread in
+                let loop = thread.loop
+                // Unowned: a queue keeps its executor alive while it has jobs (`keeping:`).
+                let queue = LoopJobQueue(loop: loop, modes: [.common], label: "default executor") {
+                    [unowned(unsafe) self] job in
+                    job.runSynchronously(on: self.asUnownedTaskExecutor())
+                }
+                let delayedJobs = DelayedJobs(loop: loop, modes: [.common]) { [unowned(unsafe) self] job in
+                    queue.enqueue(job, keeping: self)
+                }
+                return Lane(loop: loop, queue: queue, delayedJobs: delayedJobs)
+            }
+        }
+
+        deinit {
+            for lane in lanes { lane.queue.retire() }
+        }
+
+        /// `LoopGroupExecutor(<n> loops)`.
+        public var description: String { "LoopGroupExecutor(\(lanes.count) loops)" }
+
+        /// The number of jobs waiting to run, over all the group's loops.
+        ///
+        /// - Important: Safe from any thread.
+        public var pendingJobCount: Int { lanes.reduce(0) { $0 + $1.queue.count } }
+
+        /// The number of jobs waiting in loop timers for their time, over all the group's loops.
+        ///
+        /// - Important: Safe from any thread.
+        public var delayedJobCount: Int { lanes.reduce(0) { $0 + $1.delayedJobs.count } }
+
+        /// Queues `job` on the next loop of the group.
+        ///
+        /// - Precondition: the group's threads have not ended.
+        /// - Important: Safe from any thread.
+        public func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            for lane in lanes { lane.delayedJobs.noteEnqueue(job) }
+            nextLane().queue.enqueue(job, keeping: self)
+        }
+
+        /// This executor as an unowned task executor.
+        public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+            UnownedTaskExecutor(ordinary: self)
+        }
+
+        @inline(__always)
+        fileprivate func nextLane() -> Lane {
+            let index = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
+            return lanes[Int(UInt(bitPattern: index) % UInt(lanes.count))]
+        }
+
+        /// The calling thread's loop if it is one of the group's (the sleeper wakes where it
+        /// slept), else the next.
+        fileprivate func schedulingLane() -> Lane {
+            for lane in lanes where lane.loop.isCurrentThread { return lane }
+            return nextLane()
+        }
+
+        /// The executor `LoopExecutorFactory` installs as the default executor: a group of one loop
+        /// thread per processor (or `LOOP_DEFAULT_EXECUTOR_THREADS` of them), named
+        /// `default-executor-<n>`, made when the runtime first asks for it and never shut down.
+        ///
+        /// - Important: Safe from any thread.
+        public static let standard: LoopGroupExecutor = {
+            var count = LoopThreadGroup.processorCount
+            if let text = getenv("LOOP_DEFAULT_EXECUTOR_THREADS"), let wanted = Int(String(cString: text)) {
+                precondition(
+                    wanted >= 1,
+                    "LOOP_DEFAULT_EXECUTOR_THREADS must be a number of threads of at least 1, got \(wanted).")
+                count = wanted
+            }
+            do {
+                return LoopGroupExecutor(group: try LoopThreadGroup(count: count, name: "default-executor"))
+            } catch {
+                fatalError(
+                    "LoopExecutorFactory: the default executor's \(count) loop threads could not be started: \(error)")
+            }
+        }()
+    }
+
+    // The SPI conformance: the runtime finds it by a dynamic cast; users never name it.
+    @_spi(ExperimentalExecutorHooks)
+    extension LoopGroupExecutor: SchedulingExecutor {
+        /// Runs `job` at `instant` of `clock` in a timer of one of the group's loops.
+        ///
+        /// - Important: Safe from any thread.
+        public func enqueue<C: Clock>(
+            _ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C
+        ) {
+            let job = UnownedJob(job)
+            let lane = schedulingLane()
+            guard let deadline = loopDeadline(of: instant, clock: clock, on: lane.loop) else {
+                scheduleOnForeignClock(job, at: instant, tolerance: tolerance, clock: clock) { job in
+                    self.enqueue(ExecutorJob(job))
+                }
+                return
+            }
+            lane.delayedJobs.schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: self)
+        }
+
+        /// Runs `job` `delay` from now on `clock` in a timer of one of the group's loops.
+        ///
+        /// - Important: Safe from any thread.
+        public func enqueue<C: Clock>(
+            _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
+        ) {
+            let job = UnownedJob(job)
+            let lane = schedulingLane()
+            guard let deadline = loopDeadline(after: delay, clock: clock, on: lane.loop) else {
+                scheduleOnForeignClock(job, at: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock) {
+                    job in self.enqueue(ExecutorJob(job))
+                }
+                return
+            }
+            lane.delayedJobs.schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: self)
+        }
+    }
+#endif

@@ -1,0 +1,179 @@
+// Task.sleep on loop executors (SchedulingExecutor): built and run only with the
+// ExperimentalExecutorHooks trait (`swift test --traits ExperimentalExecutorHooks`).
+#if ExperimentalExecutorHooks && compiler(>=6.3)
+    import LoopExecutor
+    import Synchronization
+    import Testing
+
+    @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+    @Suite("Task.sleep on loop timers (SchedulingExecutor on LoopExecutor)")
+    struct TaskSleepOnLoopTests {
+        @Test(
+            "SchedulingExecutor: Task.sleep in a task that prefers a loop executor is a timer of that loop, and wakes on its thread"
+        )
+        func sleepIsALoopTimer() async throws {
+            let thread = try LoopThread(name: "task-sleep")
+            defer { thread.shutdown() }
+            let executor = thread.executor
+            let sleeper = Task(executorPreference: executor) { () -> Bool in
+                try await Task.sleep(for: .milliseconds(200))
+                return thread.loop.isCurrentThread
+            }
+            #expect(await eventually { executor.delayedJobCount == 1 })
+            #expect(thread.loop.timerCount(in: .common) == 1)
+            #expect(try await sleeper.value, "the task resumed off the loop's thread")
+            #expect(executor.delayedJobCount == 0)
+            #expect(await eventually { thread.loop.timerCount(in: .common) == 0 })
+        }
+
+        @Test(
+            "SchedulingExecutor: withTaskExecutorPreference routes Task.sleep(until:clock:) on ContinuousClock and SuspendingClock"
+        )
+        func clocks() async throws {
+            let thread = try LoopThread(name: "task-sleep-clocks")
+            defer { thread.shutdown() }
+            let executor = thread.executor
+            for clock in ["continuous", "suspending"] {
+                let done = Atomic<Bool>(false)
+                let sleeper = Task {
+                    try await withTaskExecutorPreference(executor) { () -> Bool in
+                        let start = ContinuousClock.now
+                        if clock == "continuous" {
+                            try await Task.sleep(until: .now + .milliseconds(100), clock: .continuous)
+                        } else {
+                            try await Task.sleep(until: .now + .milliseconds(100), clock: .suspending)
+                        }
+                        done.store(true, ordering: .releasing)
+                        return thread.loop.isCurrentThread && ContinuousClock.now - start >= .milliseconds(100)
+                    }
+                }
+                let waitedInTheLoop = await eventually {
+                    executor.delayedJobCount == 1 || done.load(ordering: .acquiring)
+                }
+                let sawTimer = executor.delayedJobCount == 1
+                #expect(waitedInTheLoop && sawTimer, "the \(clock) sleep was not a timer of the loop")
+                #expect(try await sleeper.value, "the \(clock) sleep woke early or off the loop's thread")
+            }
+        }
+
+        @Test("SchedulingExecutor: a sleep pauses while the loop runs a mode outside the executor's modes (SPEC R34)")
+        func sleepPausesInAnotherMode() async throws {
+            let thread = try LoopThread(name: "task-sleep-modes")
+            defer { thread.shutdown() }
+            let executor = thread.loop.executor(modes: [.default])
+            let woke = Atomic<Bool>(false)
+            let sleeper = Task(executorPreference: executor) {
+                try await Task.sleep(for: .milliseconds(50))
+                woke.store(true, ordering: .releasing)
+            }
+            #expect(await eventually { executor.delayedJobCount == 1 })
+            #expect(await thread.loop.switchMode(to: "tracking"))
+            try await Task.sleep(for: .milliseconds(300))  // the stock executor's sleep: real time
+            let wokeInTracking = woke.load(ordering: .acquiring)
+            #expect(!wokeInTracking, "the sleep ended while the loop ran a mode it is not in")
+            #expect(executor.delayedJobCount == 1)
+            #expect(await thread.loop.switchMode(to: .default))
+            try await sleeper.value
+            let wokeAfter = woke.load(ordering: .acquiring)
+            #expect(wokeAfter)
+        }
+
+        @Test(
+            "SchedulingExecutor: cancelling a sleeping task removes its loop timer at once and throws CancellationError"
+        )
+        func cancellationRemovesTheTimer() async throws {
+            let thread = try LoopThread(name: "task-sleep-cancel")
+            defer { thread.shutdown() }
+            let executor = thread.executor
+            for _ in 0..<50 {
+                let sleeper = Task(executorPreference: executor) { () -> Bool in
+                    do {
+                        try await Task.sleep(for: .seconds(600))
+                        return false
+                    } catch is CancellationError {
+                        return true
+                    }
+                }
+                #expect(await eventually { executor.delayedJobCount == 1 })
+                let start = ContinuousClock.now
+                sleeper.cancel()
+                #expect(try await sleeper.value, "the sleep did not throw CancellationError")
+                #expect(ContinuousClock.now - start < .seconds(10))
+                // The cancelled task came back to the executor: its timer went before it ran.
+                #expect(executor.delayedJobCount == 0)
+                #expect(await eventually { thread.loop.timerCount(in: .common) == 0 })
+            }
+        }
+
+        @Test("SchedulingExecutor: a task cancelled before it sleeps throws at once and leaves no timer")
+        func cancelledBeforeSleeping() async throws {
+            let thread = try LoopThread(name: "task-sleep-precancelled")
+            defer { thread.shutdown() }
+            let executor = thread.executor
+            let sleeper = Task(executorPreference: executor) { () -> Bool in
+                withUnsafeCurrentTask { $0?.cancel() }
+                do {
+                    try await Task.sleep(for: .seconds(600))
+                    return false
+                } catch {
+                    return error is CancellationError
+                }
+            }
+            #expect(await sleeper.value)
+            #expect(executor.delayedJobCount == 0)
+            #expect(thread.loop.timerCount(in: .common) == 0)
+        }
+
+        @Test(
+            "SchedulingExecutor: shutting the loop thread down ends pending sleeps with CancellationError, and nothing waits"
+        )
+        func shutdownEndsSleeps() async throws {
+            for _ in 0..<20 {
+                let thread = try LoopThread(name: "task-sleep-shutdown")
+                let executor = thread.executor
+                let sleepers = (0..<4).map { _ in
+                    Task(executorPreference: executor) { () -> Bool in
+                        do {
+                            try await Task.sleep(for: .seconds(600))
+                            return false
+                        } catch {
+                            return error is CancellationError
+                        }
+                    }
+                }
+                #expect(await eventually { executor.delayedJobCount == 4 })
+                await thread.shutdown()
+                for sleeper in sleepers { #expect(await sleeper.value) }
+                #expect(executor.delayedJobCount == 0)
+            }
+        }
+
+        @Test("SchedulingExecutor: tolerance lets a sleep wake with a later timer (SPEC R43), never early")
+        func tolerance() async throws {
+            let thread = try LoopThread(name: "task-sleep-tolerance")
+            defer { thread.shutdown() }
+            let executor = thread.executor
+            let wakes = Trace()
+            let observer = LoopObserver(activities: .afterWaiting) { _, _ in wakes.append("woke") }
+            thread.loop.add(observer, forMode: .common)
+            defer { observer.invalidate() }
+            // A at 100 ms with 400 ms of tolerance, B at 250 ms: one wake-up, at B's time.
+            let start = ContinuousClock.now
+            let a = Task(executorPreference: executor) { () -> Duration in
+                try await Task.sleep(
+                    until: start + .milliseconds(100), tolerance: .milliseconds(400), clock: .continuous)
+                return ContinuousClock.now - start
+            }
+            let b = Task(executorPreference: executor) { () -> Duration in
+                try await Task.sleep(until: start + .milliseconds(250), clock: .continuous)
+                return ContinuousClock.now - start
+            }
+            let (woke, other) = (try await a.value, try await b.value)
+            #expect(woke >= .milliseconds(100), "a sleep woke early")
+            #expect(other >= .milliseconds(250))
+            // A waited for B's wake-up (inside its window) instead of waking the loop at 100 ms.
+            #expect(woke >= .milliseconds(240), "A woke at \(woke), not with B")
+        }
+    }
+#endif
