@@ -1,1 +1,179 @@
-print("todo")
+// ExecutorHookChecks — the process-wide executor hooks of the ExperimentalExecutorHooks trait: the
+// main actor on the main loop (MainLoopExecutor), the default executor on loop threads
+// (LoopGroupExecutor) and Task.sleep on their timers, installed by LoopExecutorFactory.runMain.
+//
+// The executors are the process's own and are made once, so these checks are an executable of
+// their own, spawned by ExecutorHookTests (and run by .ci/run's trait build). Each check prints its
+// name; any failure exits with status 1.
+
+#if ExperimentalExecutorHooks && compiler(>=6.3)
+    import LoopExecutor
+    import LoopRuntime
+    import Synchronization
+
+    #if canImport(Glibc)
+        import Glibc
+    #endif
+
+    // Misuse that must trap with a message (ExecutorHookTests checks the exit and the message).
+    if CommandLine.arguments.dropFirst().first == "--run-main-from-a-task" {
+        // runMain must own the main thread; from a task it cannot.
+        Task.detached { _ = try? LoopExecutorFactory.runMain { 0 } }
+        sleep(30)
+        exit(0)  // not reached
+    }
+
+    nonisolated(unsafe) var failures = 0  // main actor (main thread) only
+
+    @MainActor
+    func check(_ name: String, _ condition: Bool) {
+        print((condition ? "ok   " : "FAIL ") + name)
+        if !condition { failures += 1 }
+        fflush(nil)  // a hang still shows how far the checks got
+    }
+
+    /// Polls `condition` every millisecond (on loop timers now) until it holds or 20 s passed.
+    func eventually(isolation: isolated (any Actor)? = #isolation, _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return condition()
+    }
+
+    /// True on one of the default executor's loop threads.
+    func onTheDefaultExecutor() -> Bool {
+        LoopGroupExecutor.standard.group.threads.contains { $0.loop.isCurrentThread }
+    }
+
+    /// The timers of the default executor's loops (their threads run the default mode).
+    func defaultExecutorTimers() -> Int {
+        LoopGroupExecutor.standard.group.threads.reduce(0) { $0 + $1.loop.timerCount(in: .common) }
+    }
+
+    /// A log of the main thread (main-actor jobs and main-loop callouts both run there).
+    final class MainLog: @unchecked Sendable {
+        // Only the main thread touches `events`.
+        private var events: [String] = []
+        func append(_ event: String) {
+            precondition(Loop.main.isCurrentThread, "MainLog used off the main thread")
+            events.append(event)
+        }
+        var all: [String] { events }
+    }
+
+    let ranAtExit = Atomic<Bool>(false)
+
+    let pausedRan = Atomic<Bool>(false)
+
+    /// Switches the main loop to "tracking", hands the main actor a job, waits 200 ms, and switches
+    /// back: whether the loop entered the mode, whether the job ran meanwhile, whether it came back.
+    nonisolated func pauseMainActorWork() async throws -> (entered: Bool, ranInTracking: Bool, returned: Bool) {
+        let entered = await Loop.main.switchMode(to: "tracking")
+        Task { @MainActor in pausedRan.store(true, ordering: .releasing) }
+        try await Task.sleep(for: .milliseconds(200))
+        let ranInTracking = pausedRan.load(ordering: .acquiring)
+        let returned = await Loop.main.switchMode(to: .default)
+        return (entered, ranInTracking, returned)
+    }
+
+    nonisolated func sleepOnTheDefaultExecutor() async throws -> (onLoop: Bool, sawTimer: Bool) {
+        let sleeping = Atomic<Bool>(false)
+        let watcher = Task.detached { () -> Bool in
+            await eventually { sleeping.load(ordering: .acquiring) && LoopGroupExecutor.standard.delayedJobCount >= 1 }
+        }
+        sleeping.store(true, ordering: .releasing)
+        try await Task.sleep(for: .milliseconds(100))
+        return (onTheDefaultExecutor(), await watcher.value)
+    }
+
+    let result = try LoopExecutorFactory.runMain { () async throws -> Int in
+        // 1. The main actor is the main loop's.
+        check("MainExecutor: runMain's body runs on the main thread", Loop.main.isCurrentThread)
+        check("MainExecutor: the main loop is running the body", Loop.main.currentMode == .default)
+
+        // 2. @MainActor jobs are jobs of the main loop's queue, in order with its blocks.
+        let log = MainLog()
+        Loop.main.perform(inModes: [.common]) { log.append("block") }
+        Task { @MainActor in log.append("main-actor job") }
+        check(
+            "MainExecutor: a Task { @MainActor } is queued on the main loop",
+            MainLoopExecutor.shared.pendingJobCount >= 1)
+        let timer = LoopTimer(after: .milliseconds(20)) { _ in log.append("timer") }
+        Loop.main.add(timer, forMode: .common)
+        try await Task.sleep(for: .milliseconds(100))
+        check(
+            "MainExecutor: @MainActor jobs, main-loop blocks and timers all ran, in pass order: \(log.all)",
+            log.all == ["block", "main-actor job", "timer"])
+
+        // 3. Observers see main-actor jobs: the main loop's metrics count them as job callouts.
+        Loop.main.startRecordingMetrics()
+        for _ in 0..<10 { await Task { @MainActor in }.value }
+        let jobs = Loop.main.metrics.callouts[.job]?.count ?? 0
+        Loop.main.stopRecordingMetrics()
+        check("MainExecutor: the main loop's metrics count main-actor jobs (\(jobs))", jobs >= 10)
+
+        // 4. A mode outside the common set pauses main-actor work; it resumes on return. (The
+        //    switches run off the main actor, which cannot run while the loop is in "tracking".)
+        let (entered, ranInTracking, returned) = try await pauseMainActorWork()
+        check("MainExecutor: the main loop enters a non-common mode", entered)
+        check("MainExecutor: main-actor work waits while the main loop runs a non-common mode", !ranInTracking)
+        check("MainExecutor: the main loop is back in the default mode", returned)
+        check(
+            "MainExecutor: … and the paused work runs then", await eventually { pausedRan.load(ordering: .acquiring) })
+
+        // 5. Detached tasks and task groups run on the default executor's loop threads.
+        let detachedOnLoop = await Task.detached { onTheDefaultExecutor() }.value
+        check("default executor: a detached task runs on a loop thread of the group", detachedOnLoop)
+        let childrenOnLoops = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<16 { group.addTask { onTheDefaultExecutor() } }
+            var all = true
+            for await onLoop in group { all = all && onLoop }
+            return all
+        }
+        check("default executor: task-group children run on the group's loop threads", childrenOnLoops)
+
+        // 6. Task.sleep in a task without a preference lands on the default executor's timers.
+        let (sleptOnLoop, sawTimer) = try await Task.detached { try await sleepOnTheDefaultExecutor() }.value
+        check("SchedulingExecutor: Task.sleep on the default executor is a timer of its loops", sawTimer)
+        check("SchedulingExecutor: … and the task wakes on a loop thread of the group", sleptOnLoop)
+
+        // 7. Cancelling such a sleep removes its timer at once.
+        let timersBefore = defaultExecutorTimers()
+        let sleeper = Task.detached { () -> Bool in
+            do {
+                try await Task.sleep(for: .seconds(600))
+                return false
+            } catch {
+                return error is CancellationError
+            }
+        }
+        check(
+            "SchedulingExecutor: the long sleep waits in a loop timer",
+            await eventually { LoopGroupExecutor.standard.delayedJobCount == 1 })
+        sleeper.cancel()
+        check("SchedulingExecutor: the cancelled sleep throws CancellationError", await sleeper.value)
+        check(
+            "SchedulingExecutor: … and its timer is gone",
+            await eventually {
+                LoopGroupExecutor.standard.delayedJobCount == 0 && defaultExecutorTimers() <= timersBefore
+            })
+
+        // 8. Main-actor work handed over just before the body returns still runs (the main
+        //    executor drains its queue after the stop).
+        Task { @MainActor in ranAtExit.store(true, ordering: .releasing) }
+        return 42
+    }
+    check("runMain returns what its body returned", result == 42)
+    check(
+        "MainExecutor: main-actor work queued as the body returned ran before runMain returned",
+        ranAtExit.load(ordering: .acquiring))
+
+    print(failures == 0 ? "all executor-hook checks passed" : "\(failures) executor-hook check(s) failed")
+    exit(failures == 0 ? 0 : 1)
+#else
+    print(
+        "ExecutorHookChecks needs the ExperimentalExecutorHooks trait: swift run --traits ExperimentalExecutorHooks ExecutorHookChecks"
+    )
+#endif

@@ -40,11 +40,13 @@ struct MainLoopTests {
         #expect(errors.contains("was called from async code"))
     }
 
-    /// Runs `MainLoopChecks` with `argument`; returns its wait status and what it wrote to stderr.
+    /// Runs the checks executable `name` with `argument`; returns its wait status and what it wrote to stderr.
     /// Stderr goes to a file, read after the child exited: a pipe would wait for every process
     /// that inherited it (a crash backtracer, say), not for the child.
-    static func runChecks(_ argument: String) throws -> (status: Int32, errors: String) {
-        let executable = try #require(checksExecutable())
+    static func runChecks(
+        _ argument: String, executable name: String = "MainLoopChecks"
+    ) throws -> (status: Int32, errors: String) {
+        let executable = try #require(checksExecutable(name))
         var template = Array("/tmp/main-loop-checks-XXXXXX".utf8CString)
         let file = mkstemp(&template)
         try #require(file >= 0, "mkstemp failed: \(errno)")
@@ -85,14 +87,14 @@ struct MainLoopTests {
         return (status, String(decoding: output, as: UTF8.self))
     }
 
-    /// `MainLoopChecks` next to the test bundle (same build directory).
-    static func checksExecutable() -> String? {
+    /// The checks executable `name` next to the test bundle (same build directory).
+    static func checksExecutable(_ name: String = "MainLoopChecks") -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
         let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard length > 0 else { return nil }
         let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard let slash = path.lastIndex(of: "/") else { return nil }
-        let candidate = String(path[..<slash]) + "/MainLoopChecks"
+        let candidate = String(path[..<slash]) + "/" + name
         return access(candidate, X_OK) == 0 ? candidate : nil
     }
 }

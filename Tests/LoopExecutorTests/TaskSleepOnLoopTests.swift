@@ -9,6 +9,9 @@
 
     @Suite("Task.sleep on loop timers (SchedulingExecutor on LoopExecutor)")
     struct TaskSleepOnLoopTests {
+        // The checks while a sleep waits run in loop callouts (probe timers on the same loop): the
+        // loop thread runs them on time even when other tests keep the cooperative pool busy.
+
         @Test(
             "SchedulingExecutor: Task.sleep in a task that prefers a loop executor is a timer of that loop, and wakes on its thread"
         )
@@ -17,64 +20,82 @@
             defer { thread.shutdown() }
             let executor = thread.executor
             let sleeper = Task(executorPreference: executor) { () -> Bool in
-                try await Task.sleep(for: .milliseconds(200))
+                try await Task.sleep(for: .seconds(1))
                 return thread.loop.isCurrentThread
             }
-            #expect(await eventually { executor.delayedJobCount == 1 })
-            #expect(thread.loop.timerCount(in: .common) == 1)
+            let seen = Locked<(jobs: Int, timers: Int)?>(nil)
+            let probe = LoopTimer(after: .milliseconds(500)) { _ in
+                seen.withLock { $0 = (executor.delayedJobCount, thread.loop.timerCount(in: .common)) }
+            }
+            thread.loop.add(probe, forMode: .default)  // not a common timer: it does not count itself
             #expect(try await sleeper.value, "the task resumed off the loop's thread")
+            let whileSleeping = seen.withLock { $0 }
+            #expect(whileSleeping?.jobs == 1, "the sleep was not a delayed job of the executor")
+            #expect(whileSleeping?.timers == 1, "the sleep was not a timer of the loop")
             #expect(executor.delayedJobCount == 0)
             #expect(await eventually { thread.loop.timerCount(in: .common) == 0 })
         }
 
         @Test(
-            "SchedulingExecutor: withTaskExecutorPreference routes Task.sleep(until:clock:) on ContinuousClock and SuspendingClock"
+            "SchedulingExecutor: Task.sleep(until:clock:) on ContinuousClock and SuspendingClock both become loop timers"
         )
         func clocks() async throws {
             let thread = try LoopThread(name: "task-sleep-clocks")
             defer { thread.shutdown() }
             let executor = thread.executor
-            for clock in ["continuous", "suspending"] {
-                let done = Atomic<Bool>(false)
-                let sleeper = Task {
-                    try await withTaskExecutorPreference(executor) { () -> Bool in
-                        let start = ContinuousClock.now
-                        if clock == "continuous" {
-                            try await Task.sleep(until: .now + .milliseconds(100), clock: .continuous)
-                        } else {
-                            try await Task.sleep(until: .now + .milliseconds(100), clock: .suspending)
-                        }
-                        done.store(true, ordering: .releasing)
-                        return thread.loop.isCurrentThread && ContinuousClock.now - start >= .milliseconds(100)
-                    }
-                }
-                let waitedInTheLoop = await eventually {
-                    executor.delayedJobCount == 1 || done.load(ordering: .acquiring)
-                }
-                let sawTimer = executor.delayedJobCount == 1
-                #expect(waitedInTheLoop && sawTimer, "the \(clock) sleep was not a timer of the loop")
-                #expect(try await sleeper.value, "the \(clock) sleep woke early or off the loop's thread")
+            let start = ContinuousClock.now
+            let continuous = Task(executorPreference: executor) { () -> Bool in
+                try await Task.sleep(until: .now + .seconds(1), clock: .continuous)
+                return thread.loop.isCurrentThread && ContinuousClock.now - start >= .seconds(1)
             }
+            let suspending = Task(executorPreference: executor) { () -> Bool in
+                try await Task.sleep(until: .now + .seconds(1), clock: .suspending)
+                return thread.loop.isCurrentThread && ContinuousClock.now - start >= .seconds(1)
+            }
+            let seen = Locked<Int?>(nil)
+            let probe = LoopTimer(after: .milliseconds(500)) { _ in seen.withLock { $0 = executor.delayedJobCount } }
+            thread.loop.add(probe, forMode: .default)
+            #expect(try await continuous.value, "the ContinuousClock sleep woke early or off the loop's thread")
+            #expect(try await suspending.value, "the SuspendingClock sleep woke early or off the loop's thread")
+            let waiting = seen.withLock { $0 }
+            #expect(waiting == 2, "both sleeps should have waited in the loop's timers")
         }
 
         @Test("SchedulingExecutor: a sleep pauses while the loop runs a mode outside the executor's modes (SPEC R34)")
         func sleepPausesInAnotherMode() async throws {
             let thread = try LoopThread(name: "task-sleep-modes")
             defer { thread.shutdown() }
-            let executor = thread.loop.executor(modes: [.default])
+            let loop = thread.loop
+            let executor = loop.executor(modes: [.default])
+            let driver = try #require(loop.driver)
             let woke = Atomic<Bool>(false)
             let sleeper = Task(executorPreference: executor) {
-                try await Task.sleep(for: .milliseconds(50))
+                try await Task.sleep(for: .seconds(1))
                 woke.store(true, ordering: .releasing)
             }
-            #expect(await eventually { executor.delayedJobCount == 1 })
-            #expect(await thread.loop.switchMode(to: "tracking"))
-            try await Task.sleep(for: .milliseconds(300))  // the stock executor's sleep: real time
-            let wokeInTracking = woke.load(ordering: .acquiring)
-            #expect(!wokeInTracking, "the sleep ended while the loop ran a mode it is not in")
-            #expect(executor.delayedJobCount == 1)
-            #expect(await thread.loop.switchMode(to: .default))
+            // At 300 ms the loop leaves for "tracking"; at 1.5 s (past the sleep's deadline) a
+            // tracking-mode probe looks and brings the loop back.
+            let before = Locked<Int?>(nil)
+            let inTracking = Locked<(woke: Bool, jobs: Int, timers: Int)?>(nil)
+            loop.add(
+                LoopTimer(after: .milliseconds(300)) { _ in
+                    before.withLock { $0 = executor.delayedJobCount }
+                    driver.switchMode(to: "tracking")
+                }, forMode: .default)
+            loop.add(
+                LoopTimer(after: .milliseconds(1500)) { _ in
+                    inTracking.withLock {
+                        $0 = (woke.load(ordering: .acquiring), executor.delayedJobCount, loop.timerCount(in: .default))
+                    }
+                    driver.switchMode(to: .default)
+                }, forMode: "tracking")
             try await sleeper.value
+            let waitingBefore = before.withLock { $0 }
+            let paused = inTracking.withLock { $0 }
+            #expect(waitingBefore == 1, "the sleep was not waiting in the loop's timers")
+            #expect(paused?.woke == false, "the sleep ended while the loop ran a mode it is not in")
+            #expect(paused?.jobs == 1)
+            #expect(paused?.timers == 1, "the default-mode timer of the sleep should still be there")
             let wokeAfter = woke.load(ordering: .acquiring)
             #expect(wokeAfter)
         }

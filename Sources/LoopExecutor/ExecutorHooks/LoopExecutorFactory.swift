@@ -28,11 +28,12 @@
     /// Part of Swift's experimental executor SPI (ExperimentalExecutorHooks trait), which may change
     /// in any toolchain.
     public enum LoopExecutorFactory {
-        /// Installs the factory's executors as the process's main and default executors, if they
-        /// are not installed yet. Returns true if the main actor now runs on the main loop.
+        /// Installs the factory's executors as the process's main and default executors (once; later
+        /// calls do nothing). Returns true if the main actor now runs on the main loop.
         ///
         /// Call it before anything else touches Swift concurrency (the first statement of a
-        /// synchronous `main`): the runtime creates its executors once, at first use.
+        /// synchronous `main`). Swift 6.3 for Linux also takes a later install, but only for jobs
+        /// enqueued after it: tasks already running stay on the executors they started on.
         ///
         /// - Important: Call on the main thread.
         @discardableResult
@@ -57,9 +58,9 @@
         /// - Parameter body: The program's async work, on the main actor.
         /// - Returns: What `body` returned.
         /// - Throws: What `body` threw.
-        /// - Precondition: called on the main thread, from synchronous code outside any task, before
-        ///   Swift concurrency created its executors (else the main actor would not be the main
-        ///   loop's, and the call traps with a message instead of running elsewhere).
+        /// - Precondition: called on the main thread, from synchronous code outside any task; and the
+        ///   runtime took the factory (else the main actor would not be the main loop's, and the
+        ///   call traps with a message instead of running the program elsewhere).
         public static func runMain<Result: Sendable>(
             _ body: @escaping @MainActor () async throws -> Result
         ) throws -> Result {
@@ -73,7 +74,7 @@
             )
             precondition(
                 install(),
-                "LoopExecutorFactory.runMain(_:): Swift concurrency created its executors before the factory could be installed, so the main actor is not the main loop's. Make runMain the first statement of a synchronous main, before anything starts a task or touches the main actor."
+                "LoopExecutorFactory.runMain(_:): the Swift runtime did not take the executor factory, so the main actor is not the main loop's. Make runMain the first statement of a synchronous main, before anything starts a task or touches the main actor."
             )
             let outcome = MainOutcome<Result>()
             Task { @MainActor in
