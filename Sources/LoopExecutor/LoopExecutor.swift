@@ -123,9 +123,12 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         #if ExperimentalExecutorHooks && compiler(>=6.3)
-            delayedJobs.noteEnqueue(job)
+            let returningSleeper = delayedJobs.noteEnqueue(job)
+            queue.enqueue(job, keeping: self)
+            if let returningSleeper { delayedJobs.sleeperArrived(returningSleeper) }
+        #else
+            queue.enqueue(job, keeping: self)
         #endif
-        queue.enqueue(job, keeping: self)
     }
 
     /// This executor as an unowned serial executor.

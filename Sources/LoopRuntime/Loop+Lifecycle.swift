@@ -270,7 +270,8 @@ extension Loop {
     }
 
     /// Releases a hold taken with ``holdSeal()``; the last one wakes a draining loop, so that it
-    /// can seal.
+    /// can seal, and a loop on a virtual clock, whose wait treats a hold as work on its way (it
+    /// may have blocked on it after the held task's job arrived but before the hold went).
     ///
     /// - Important: Safe from any thread.
     @_spi(LoopExecutorSupport)
@@ -278,7 +279,7 @@ extension Loop {
         let released: Bool = change { change in
             guard state.sealHolds > 0 else { return false }
             state.sealHolds -= 1
-            if state.sealHolds == 0 && !state.lifecycle.acceptsItems { change.mustLookAgain() }
+            if state.sealHolds == 0 && (!state.lifecycle.acceptsItems || hasVirtualClock) { change.mustLookAgain() }
             return true
         }
         precondition(released, "Loop.releaseSealHold(): no hold was taken on the \(self).")

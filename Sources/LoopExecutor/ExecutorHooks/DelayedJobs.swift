@@ -17,6 +17,13 @@
     /// timer goes at once and the wake-up job runs now. (A sleeper resumed onto another executor is
     /// not seen; its timer stays until the deadline, harmless.)
     ///
+    /// **The way back.** A sleep's wake-up job resumes the sleeper through Swift's global pool
+    /// (the continuation resumes on the generic executor, and the task hops to the executor it
+    /// prefers from there), so the sleeper arrives here some time after its job ran. From the
+    /// wake-up until that arrival the table holds the loop's seal (`Loop.holdSeal()`), as the
+    /// loop's own sleeps do: a shutdown does not end the loop before the sleeper is back (its
+    /// enqueue would trap), and a test loop is not idle while a woken task is on its way.
+    ///
     /// **The loop's end.** When the loop stops accepting items, every waiting job runs at once, and
     /// the task that scheduled it is cancelled: `Task.sleep` then throws `CancellationError`
     /// instead of the loop's `LoopEndedError`, which it cannot throw, and a sleeping loop of work
@@ -45,6 +52,11 @@
             var entries: [UInt64: Entry] = [:]
             /// Entries by the address of the task that scheduled them.
             var byScheduler: [UInt: UInt64] = [:]
+            /// Tasks whose wake-up job went to the queue and that have not come back yet, each
+            /// with the loop's seal held for it (by address; the task is retained), and the
+            /// executor they come back to, kept alive until then: a task's executor preference
+            /// does not keep the executor alive, and the task arrives through the global pool.
+            var returning: [UInt: (task: Scheduler, owner: AnyObject & Sendable)] = [:]
             var nextID: UInt64 = 0
             /// The loop's end handler, once registered; `ended` once it ran.
             var endHandler: UInt64?
@@ -116,28 +128,56 @@
             for mode in modes { loop.add(timer, forMode: mode) }
         }
 
-        /// Called by every enqueue of the executor: if `job` is a task whose sleep here was
-        /// cancelled, its timer goes now and its wake-up job runs.
+        /// Called by every enqueue of the executor, before the job is queued: if `job` is a task
+        /// whose sleep here was cancelled, its timer goes now and its wake-up job runs. Returns the
+        /// executor's keep-alive if `job` is a woken sleeper coming back: the caller then queues
+        /// the job and hands it to ``sleeperArrived(_:)`` — in that order, because the keep-alive
+        /// may be the executor's last strong reference (the runtime does not hold the executor it
+        /// enqueues on), and the queue takes its own while the job waits.
         @inline(__always)
-        func noteEnqueue(_ job: UnownedJob) {
-            guard tracked.load(ordering: .relaxed) > 0 else { return }
-            noteEnqueueOfPossibleSleeper(job)
+        func noteEnqueue(_ job: UnownedJob) -> (AnyObject & Sendable)? {
+            guard tracked.load(ordering: .relaxed) > 0 else { return nil }
+            return noteEnqueueOfPossibleSleeper(job)
         }
 
-        private func noteEnqueueOfPossibleSleeper(_ job: UnownedJob) {
+        /// A woken sleeper is queued: the seal held for its way back is released, and then the
+        /// executor's keep-alive.
+        func sleeperArrived(_ keepAlive: AnyObject & Sendable) {
+            loop.releaseSealHold()
+            withExtendedLifetime(keepAlive) {}
+        }
+
+        private func noteEnqueueOfPossibleSleeper(_ job: UnownedJob) -> (AnyObject & Sendable)? {
             let address = unsafeBitCast(job, to: UInt.self)
-            let cancelled: Entry? = state.withLock { state in
+            let (cancelled, returned): (Entry?, (task: Scheduler, owner: AnyObject & Sendable)?) = state.withLock {
+                state in
+                if let scheduler = state.returning.removeValue(forKey: address) {
+                    tracked.subtract(1, ordering: .relaxed)
+                    return (nil, scheduler)
+                }
                 guard let id = state.byScheduler[address], let entry = state.entries[id],
                     entry.scheduler?.task.isCancelled == true
-                else { return nil }
-                return take(id, from: &state)
+                else { return (nil, nil) }
+                return (take(id, from: &state), nil)
             }
             if let cancelled { release(cancelled, cancelling: false) }
+            return returned?.owner  // the task's retain goes here, outside the lock
         }
 
-        /// The timer of entry `id` fired (loop thread): its job goes to the queue.
+        /// The timer of entry `id` fired (loop thread): its job goes to the queue. A sleeper's seal
+        /// is held until it is back (see "The way back").
         private func fire(_ id: UInt64) {
-            guard let entry = state.withLock({ take(id, from: &$0) }) else { return }
+            let (entry, stale): (Entry?, Bool) = state.withLock { state in
+                guard let entry = take(id, from: &state) else { return (nil, false) }
+                guard let scheduler = entry.scheduler, loop.holdSeal() else { return (entry, false) }
+                // A way back of the same task still open (it never came here): one hold each.
+                let stale =
+                    state.returning.updateValue((scheduler, entry.owner), forKey: scheduler.address) != nil
+                if !stale { tracked.add(1, ordering: .relaxed) }
+                return (entry, stale)
+            }
+            if stale { loop.releaseSealHold() }
+            guard let entry else { return }
             enqueue(entry.job)
         }
 
@@ -164,7 +204,8 @@
                 loop.timerAwaiters.subtract(all.count, ordering: .relaxed)
                 state.entries.removeAll()
                 state.byScheduler.removeAll()
-                tracked.store(0, ordering: .relaxed)
+                // Woken sleepers on their way back keep their holds: the drain waits for them.
+                tracked.store(state.returning.count, ordering: .relaxed)
                 return all
             }
             for (_, entry) in entries { release(entry, cancelling: true) }
@@ -203,10 +244,22 @@
             // On a real loop, `Loop.now` is `ContinuousClock.now`: the instant as it is. A test
             // loop's clock is virtual: the same distance from its now.
             guard loop.hasVirtualClock else { return instant }
-            return loop.now + ContinuousClock.now.duration(to: instant)
+            return loop.now + virtualDistance(ContinuousClock.now.duration(to: instant))
         }
         guard let distance = clock.now.duration(to: instant) as? Duration else { return nil }
         return loop.now + distance
+    }
+
+    /// The distance to a `ContinuousClock` deadline, for a test loop's virtual clock, rounded up
+    /// to a whole millisecond. The caller computed the deadline from the real clock
+    /// (`Task.sleep(for: d)` asks for `.now + d`) some time before this reads it again, so the
+    /// distance comes out a little under `d` — by microseconds, or more on a busy machine. On
+    /// whole milliseconds, a test that sleeps one second and advances one second sees the wake-up
+    /// at exactly one second.
+    private func virtualDistance(_ distance: Duration) -> Duration {
+        let nanoseconds = distance / .nanoseconds(1)
+        guard nanoseconds > 0 else { return distance }
+        return .milliseconds(Int64((nanoseconds / 1_000_000).rounded(.up)))
     }
 
     /// `delay` on clock `C` as a deadline on `loop`'s clock, or `nil` for a clock whose durations

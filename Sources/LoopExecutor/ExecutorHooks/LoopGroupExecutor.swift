@@ -84,8 +84,12 @@
         /// - Important: Safe from any thread.
         public func enqueue(_ job: consuming ExecutorJob) {
             let job = UnownedJob(job)
-            for lane in lanes { lane.delayedJobs.noteEnqueue(job) }
+            var returning: (jobs: DelayedJobs, keepAlive: AnyObject & Sendable)?
+            for lane in lanes {
+                if let keepAlive = lane.delayedJobs.noteEnqueue(job) { returning = (lane.delayedJobs, keepAlive) }
+            }
             nextLane().queue.enqueue(job, keeping: self)
+            if let returning { returning.jobs.sleeperArrived(returning.keepAlive) }
         }
 
         /// This executor as an unowned task executor.

@@ -71,8 +71,9 @@
         /// - Important: Safe from any thread.
         public func enqueue(_ job: consuming ExecutorJob) {
             let job = UnownedJob(job)
-            delayedJobs.noteEnqueue(job)
+            let returningSleeper = delayedJobs.noteEnqueue(job)
             queue.enqueue(job)
+            if let returningSleeper { delayedJobs.sleeperArrived(returningSleeper) }
         }
 
         /// This executor as an unowned serial executor (the main actor's).
