@@ -11,6 +11,13 @@ import Foundation
 
 setvbuf(stdout, nil, _IOLBF, 0)  // line by line, so that CI logs show progress
 
+// The executor-hooks scenario's children measure in a process of their own (the factory must be
+// installed before anything touches Swift concurrency): they run nothing else.
+if let flag = CommandLine.arguments.first(where: { $0.hasPrefix(ExecutorHooks.childFlag) }) {
+    ExecutorHooks.child(
+        String(flag.dropFirst(ExecutorHooks.childFlag.count)), Scale(quick: CommandLine.arguments.contains("--quick")))
+}
+
 let scenarios: [(name: String, onMainThread: Bool, run: (Scale) -> Void)] = [
     ("wake", false, WakePingPong.run),
     ("actor", false, ActorRoundTrip.run),
@@ -21,6 +28,7 @@ let scenarios: [(name: String, onMainThread: Bool, run: (Scale) -> Void)] = [
     ("idle", false, Idle.run),
     ("instruments", false, Instruments.run),
     ("main-queue", true, MainQueue.run),
+    ("executor-hooks", true, ExecutorHooks.run),
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())

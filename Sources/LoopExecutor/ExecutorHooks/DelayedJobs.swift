@@ -99,7 +99,8 @@
                 state.nextID += 1
                 return state.nextID
             }
-            let timer = LoopTimer(fireAt: deadline, tolerance: max(.zero, tolerance), label: "Task.sleep") { _ in
+            // No label: labels live in a process-wide table, one lock round trip more per sleep.
+            let timer = LoopTimer(fireAt: deadline, tolerance: max(.zero, tolerance)) { _ in
                 self.fire(id)
             }
             let entry = Entry(timer: timer, job: job, scheduler: scheduler, owner: owner)

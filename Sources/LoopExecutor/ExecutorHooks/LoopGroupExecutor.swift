@@ -13,11 +13,16 @@
     /// actor or executor of its own — `Task { }` outside an actor, `Task.detached`, task-group
     /// children, nonisolated async code — on loop threads, and their `Task.sleep`s on loop timers.
     ///
-    /// Jobs go to the group's loops round-robin and run in each loop's common modes (a
-    /// `LoopThread` runs its default mode). Job priorities are not used: a loop runs its jobs in
-    /// the order they came. A delayed job (`Task.sleep`) waits in a timer of the loop of the thread
-    /// that scheduled it when that is one of the group's, else of the next loop; cancellation and
-    /// the loop's end are handled as on a `LoopExecutor` (see its `enqueue(_:at:tolerance:clock:)`).
+    /// A job enqueued on one of the group's threads stays on that thread's loop while fewer than 16
+    /// jobs wait there, as in an event loop group: a task and the tasks it talks to keep to one
+    /// thread, with no wake-up of another. Beyond that — a burst of new tasks, a task group's
+    /// children — jobs spill to the next loop, and jobs from any other thread (the main thread, a
+    /// `LoopThread` of your own, a pinned actor's loop) go to the group's loops round-robin. There
+    /// is no work stealing: a job stays on the loop it was queued on, so a long CPU-bound job holds
+    /// up the jobs queued behind it there. Jobs run in each loop's common modes (a `LoopThread` runs its default mode), in
+    /// the order they came: job priorities are not used. A delayed job (`Task.sleep`) waits in a
+    /// timer of the same loop its job would go to; cancellation and the loop's end are handled as
+    /// on a `LoopExecutor` (see its `enqueue(_:at:tolerance:clock:)`).
     ///
     /// Part of Swift's experimental executor SPI (ExperimentalExecutorHooks trait), which may change
     /// in any toolchain.
@@ -29,12 +34,22 @@
         // Thread-safety: `group` and `lanes` are immutable after init; `cursor` is atomic; each
         // lane's queue and delayed jobs synchronize themselves.
 
-        /// One loop of the group: its job queue and its delayed jobs.
-        fileprivate struct Lane: Sendable {
+        /// One loop of the group: its job queue, its delayed jobs, and how many of its jobs wait.
+        fileprivate final class Lane: Sendable {
             let loop: Loop
-            let queue: LoopJobQueue
-            let delayedJobs: DelayedJobs
+            // Set once in the group's init, before the executor is shared.
+            nonisolated(unsafe) var queue: LoopJobQueue!
+            nonisolated(unsafe) var delayedJobs: DelayedJobs!
+            /// Jobs queued and not yet run: enqueue adds, the loop's runner subtracts. Read by
+            /// enqueues on this lane's thread to decide whether to keep a job local.
+            let depth = Atomic<Int>(0)
+            init(loop: Loop) { self.loop = loop }
         }
+
+        /// A job enqueued on a group thread stays on its loop while fewer than this many jobs wait
+        /// there; beyond, it spills to the next loop, so that a burst of new tasks (a task group's
+        /// children) spreads over the group while a conversation between tasks stays on one thread.
+        static let localQueueLimit = 16
 
         /// The threads whose loops run the jobs.
         public let group: LoopThreadGroup
@@ -48,16 +63,20 @@
         public init(group: LoopThreadGroup) {
             self.group = group
             lanes = group.threads.map { thread in
-                let loop = thread.loop
-                // Unowned: a queue keeps its executor alive while it has jobs (`keeping:`).
-                let queue = LoopJobQueue(loop: loop, modes: [.common], label: "default executor") {
-                    [unowned(unsafe) self] job in
+                let lane = Lane(loop: thread.loop)
+                // Unowned: a queue keeps its executor alive while it has jobs (`keeping:`), and the
+                // executor holds its lanes.
+                lane.queue = LoopJobQueue(loop: lane.loop, modes: [.common], label: "default executor") {
+                    [unowned(unsafe) self, unowned(unsafe) lane] job in
+                    lane.depth.subtract(1, ordering: .relaxed)
                     job.runSynchronously(on: self.asUnownedTaskExecutor())
                 }
-                let delayedJobs = DelayedJobs(loop: loop, modes: [.common]) { [unowned(unsafe) self] job in
-                    queue.enqueue(job, keeping: self)
+                lane.delayedJobs = DelayedJobs(loop: lane.loop, modes: [.common]) {
+                    [unowned(unsafe) self, unowned(unsafe) lane] job in
+                    lane.depth.add(1, ordering: .relaxed)
+                    lane.queue.enqueue(job, keeping: self)
                 }
-                return Lane(loop: loop, queue: queue, delayedJobs: delayedJobs)
+                return lane
             }
         }
 
@@ -78,7 +97,8 @@
         /// - Important: Safe from any thread.
         public var delayedJobCount: Int { lanes.reduce(0) { $0 + $1.delayedJobs.count } }
 
-        /// Queues `job` on the next loop of the group.
+        /// Queues `job` on the calling thread's loop if it is one of the group's, else on the next
+        /// loop of the group (round-robin).
         ///
         /// - Precondition: the group's threads have not ended.
         /// - Important: Safe from any thread.
@@ -88,7 +108,9 @@
             for lane in lanes {
                 if let keepAlive = lane.delayedJobs.noteEnqueue(job) { returning = (lane.delayedJobs, keepAlive) }
             }
-            nextLane().queue.enqueue(job, keeping: self)
+            let lane = enqueueLane()
+            lane.depth.add(1, ordering: .relaxed)
+            lane.queue.enqueue(job, keeping: self)
             if let returning { returning.jobs.sleeperArrived(returning.keepAlive) }
         }
 
@@ -103,10 +125,22 @@
             return lanes[Int(UInt(bitPattern: index) % UInt(lanes.count))]
         }
 
-        /// The calling thread's loop if it is one of the group's (the sleeper wakes where it
-        /// slept), else the next.
+        /// Where a delayed job waits: the calling thread's loop if it is one of the group's (a
+        /// sleeper wakes where it slept), else the next.
         fileprivate func schedulingLane() -> Lane {
             for lane in lanes where lane.loop.isCurrentThread { return lane }
+            return nextLane()
+        }
+
+        /// Where a job goes: the calling thread's loop if it is one of the group's and fewer than
+        /// ``localQueueLimit`` jobs wait there (no wake-up of another thread, warm caches), else
+        /// the next loop.
+        @inline(__always)
+        private func enqueueLane() -> Lane {
+            for lane in lanes where lane.loop.isCurrentThread {
+                if lane.depth.load(ordering: .relaxed) < Self.localQueueLimit { return lane }
+                break
+            }
             return nextLane()
         }
 
