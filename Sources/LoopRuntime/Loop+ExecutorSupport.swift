@@ -52,7 +52,7 @@ extension Loop {
     ///
     /// - Important: Safe from any thread (fixed when the loop is made).
     @_spi(LoopExecutorSupport)
-    public var hasVirtualClock: Bool { waiter is VirtualWaiter }
+    public var hasVirtualClock: Bool { waitsOnVirtualTime }
 
     /// The notification under way: the mode whose observers are called, the number of run calls
     /// in progress (nested runs count), and the loop's reading of its clock in nanoseconds since

@@ -48,6 +48,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     let owner: ThreadIdentity
     /// The wait primitive (epoll in production, a manual waiter in tests).
     let waiter: any LoopWaiter
+    /// The waiter is a virtual clock's (a test loop): `hasVirtualClock`, without a cast per call.
+    let waitsOnVirtualTime: Bool
     let isMain: Bool
     let lock = LoopLock()
     let state = LoopState()
@@ -68,6 +70,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     init(owner: ThreadIdentity, waiter: any LoopWaiter, isMain: Bool = false) {
         self.owner = owner
         self.waiter = waiter
+        self.waitsOnVirtualTime = waiter is VirtualWaiter
         self.isMain = isMain
         _ = state.modeState(.default)  // SPEC R3: a new loop has the default mode.
     }
