@@ -8,7 +8,7 @@
         import Glibc
     #endif
 
-    /// A task executor that spreads its jobs over the loops of a ``LoopThreadGroup``: installed as
+    /// A task executor that spreads its jobs over the loops of a `LoopThreadGroup`: installed as
     /// the process's default executor (``LoopExecutorFactory``), it runs every task that has no
     /// actor or executor of its own — `Task { }` outside an actor, `Task.detached`, task-group
     /// children, nonisolated async code — on loop threads, and their `Task.sleep`s on loop timers.
