@@ -50,28 +50,37 @@ extension Loop {
             main.isCurrentThread,
             "Loop.runMain(_:) must be called on the main thread: it hands that thread to the main loop.")
         let driver = LoopDriver(loop: main)
-        let outcome = MainOutcome<Result>()
-        Task { @MainActor in
-            do {
-                outcome.set(.success(try await body()))
-            } catch {
-                outcome.set(.failure(error))
-            }
-            driver.stop()
-        }
-        driver.run()
-        return try outcome.take().get()
+        return try runMainActorBody(body, stop: driver.stop, drive: driver.run)
     }
 }
 
-/// What `runMain`'s body returned or threw; written by the body's task before it stops the driver,
-/// read on the main thread after `run()` returned.
-final class MainOutcome<Value: Sendable>: @unchecked Sendable {
+/// Starts `body` as a main-actor task that calls `stop` once it returned or threw, runs `drive`
+/// (which must return after `stop`), and returns what `body` returned or rethrows what it threw.
+func runMainActorBody<Result: Sendable>(
+    _ body: @escaping @MainActor () async throws -> Result, stop: @escaping @Sendable () -> Void,
+    drive: () throws -> Void
+) throws -> Result {
+    let outcome = MainOutcome<Result>()
+    Task { @MainActor in
+        do {
+            outcome.set(.success(try await body()))
+        } catch {
+            outcome.set(.failure(error))
+        }
+        stop()
+    }
+    try drive()
+    return try outcome.take().get()
+}
+
+/// What a main-actor body returned or threw; written by the body's task before it stops the main
+/// loop, read on the main thread after the loop returned.
+private final class MainOutcome<Value: Sendable>: @unchecked Sendable {
     // Written before `driver.stop()` (which takes locks the driver's return also takes), read after.
     private var result: Result<Value, any Error>?
     func set(_ result: Result<Value, any Error>) { self.result = result }
     func take() -> Result<Value, any Error> {
-        guard let result else { preconditionFailure("Loop.runMain: the main loop stopped before the body finished") }
+        guard let result else { preconditionFailure("runMain: the main loop stopped before the body finished") }
         return result
     }
 }

@@ -129,6 +129,34 @@
             for mode in modes { loop.add(timer, forMode: mode) }
         }
 
+        /// `SchedulingExecutor.enqueue(_:at:tolerance:clock:)` for the executor `owner`: the job
+        /// waits in a loop timer, or — for a clock the loop cannot convert — in the clock's own
+        /// sleep, after which it goes to `enqueue` (the executor's own enqueue).
+        func schedule<C: Clock>(
+            _ job: UnownedJob, at instant: C.Instant, tolerance: C.Duration?, clock: C,
+            keeping owner: AnyObject & Sendable, otherwise enqueue: @escaping @Sendable (UnownedJob) -> Void
+        ) {
+            guard let deadline = loopDeadline(of: instant, clock: clock, on: loop) else {
+                scheduleOnForeignClock(job, at: instant, tolerance: tolerance, clock: clock, enqueue: enqueue)
+                return
+            }
+            schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: owner)
+        }
+
+        /// `SchedulingExecutor.enqueue(_:after:tolerance:clock:)` for the executor `owner`; see
+        /// ``schedule(_:at:tolerance:clock:keeping:otherwise:)``.
+        func schedule<C: Clock>(
+            _ job: UnownedJob, after delay: C.Duration, tolerance: C.Duration?, clock: C,
+            keeping owner: AnyObject & Sendable, otherwise enqueue: @escaping @Sendable (UnownedJob) -> Void
+        ) {
+            guard let deadline = loopDeadline(after: delay, clock: clock, on: loop) else {
+                scheduleOnForeignClock(
+                    job, at: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock, enqueue: enqueue)
+                return
+            }
+            schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: owner)
+        }
+
         /// Called by every enqueue of the executor, before the job is queued: if `job` is a task
         /// whose sleep here was cancelled, its timer goes now and its wake-up job runs. Returns the
         /// executor's keep-alive if `job` is a woken sleeper coming back: the caller then queues

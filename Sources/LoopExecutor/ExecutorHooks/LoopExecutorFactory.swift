@@ -76,17 +76,8 @@
                 install(),
                 "LoopExecutorFactory.runMain(_:): the Swift runtime did not take the executor factory, so the main actor is not the main loop's. Make runMain the first statement of a synchronous main, before anything starts a task or touches the main actor."
             )
-            let outcome = MainOutcome<Result>()
-            Task { @MainActor in
-                do {
-                    outcome.set(.success(try await body()))
-                } catch {
-                    outcome.set(.failure(error))
-                }
-                MainLoopExecutor.shared.stop()
-            }
-            try MainLoopExecutor.shared.run()
-            return try outcome.take().get()
+            let executor = MainLoopExecutor.shared
+            return try runMainActorBody(body, stop: executor.stop, drive: executor.run)
         }
     }
 

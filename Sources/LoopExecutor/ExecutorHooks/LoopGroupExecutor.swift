@@ -175,15 +175,9 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C
         ) {
-            let job = UnownedJob(job)
-            let lane = schedulingLane()
-            guard let deadline = loopDeadline(of: instant, clock: clock, on: lane.loop) else {
-                scheduleOnForeignClock(job, at: instant, tolerance: tolerance, clock: clock) { job in
-                    self.enqueue(ExecutorJob(job))
-                }
-                return
-            }
-            lane.delayedJobs.schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: self)
+            schedulingLane().delayedJobs.schedule(
+                UnownedJob(job), at: instant, tolerance: tolerance, clock: clock, keeping: self,
+                otherwise: { self.enqueue(ExecutorJob($0)) })
         }
 
         /// Runs `job` `delay` from now on `clock` in a timer of one of the group's loops.
@@ -192,15 +186,9 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
         ) {
-            let job = UnownedJob(job)
-            let lane = schedulingLane()
-            guard let deadline = loopDeadline(after: delay, clock: clock, on: lane.loop) else {
-                scheduleOnForeignClock(job, at: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock) {
-                    job in self.enqueue(ExecutorJob(job))
-                }
-                return
-            }
-            lane.delayedJobs.schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: self)
+            schedulingLane().delayedJobs.schedule(
+                UnownedJob(job), after: delay, tolerance: tolerance, clock: clock, keeping: self,
+                otherwise: { self.enqueue(ExecutorJob($0)) })
         }
     }
 #endif

@@ -167,14 +167,9 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C
         ) {
-            let job = UnownedJob(job)
-            guard let deadline = loopDeadline(of: instant, clock: clock, on: loop) else {
-                scheduleOnForeignClock(job, at: instant, tolerance: tolerance, clock: clock) { job in
-                    self.enqueue(ExecutorJob(job))
-                }
-                return
-            }
-            delayedJobs.schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: self)
+            delayedJobs.schedule(
+                UnownedJob(job), at: instant, tolerance: tolerance, clock: clock, keeping: self,
+                otherwise: { self.enqueue(ExecutorJob($0)) })
         }
 
         /// Runs `job` on the main loop `delay` from now on `clock`.
@@ -183,14 +178,9 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
         ) {
-            let job = UnownedJob(job)
-            guard let deadline = loopDeadline(after: delay, clock: clock, on: loop) else {
-                scheduleOnForeignClock(job, at: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock) {
-                    job in self.enqueue(ExecutorJob(job))
-                }
-                return
-            }
-            delayedJobs.schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: self)
+            delayedJobs.schedule(
+                UnownedJob(job), after: delay, tolerance: tolerance, clock: clock, keeping: self,
+                otherwise: { self.enqueue(ExecutorJob($0)) })
         }
     }
 
