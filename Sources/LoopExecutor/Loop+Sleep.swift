@@ -8,8 +8,9 @@ extension Loop {
     /// does not end the loop before the resumed task has arrived there.
     ///
     /// The wake-up is a one-shot `LoopTimer` in `modes`: it fires only while the loop runs one of
-    /// them, never early, at the latest `tolerance` late (SPEC R34, R43). (`Task.sleep` does not use
-    /// a custom executor's timers in Swift 6.3; this does.) Cancelling the task removes the timer at
+    /// them, never early, at the latest `tolerance` late (SPEC R34, R43). (`Task.sleep` uses a
+    /// loop's timers only with the package's ExperimentalExecutorHooks trait, and only in a task
+    /// that prefers a loop executor; this always does.) Cancelling the task removes the timer at
     /// once and throws `CancellationError`.
     ///
     /// - Parameters:

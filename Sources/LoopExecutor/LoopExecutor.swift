@@ -36,8 +36,9 @@
 ///
 /// - Important: Safe from any thread. Jobs run on the loop's thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable, CustomStringConvertible {
-    // Thread-safety: `loop`, `queue`, `lease` and `unownedSerial` are immutable after init (set
-    // before the executor is shared); the queue synchronizes itself.
+    // Thread-safety: `loop`, `queue`, `lease`, `unownedSerial` (and, with the trait,
+    // `delayedJobs`) are immutable after init (set before the executor is shared); the queue and
+    // the delayed jobs synchronize themselves.
 
     /// The loop whose thread runs the jobs.
     public let loop: Loop

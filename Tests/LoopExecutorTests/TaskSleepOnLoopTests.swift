@@ -197,4 +197,5 @@
             #expect(woke >= .milliseconds(240), "A woke at \(woke), not with B")
         }
     }
+
 #endif

@@ -17,9 +17,10 @@
     /// timer goes at once and the wake-up job runs now. (A sleeper resumed onto another executor is
     /// not seen; its timer stays until the deadline, harmless.)
     ///
-    /// **The way back.** A sleep's wake-up job resumes the sleeper through Swift's global pool
-    /// (the continuation resumes on the generic executor, and the task hops to the executor it
-    /// prefers from there), so the sleeper arrives here some time after its job ran. From the
+    /// **The way back.** A sleep's wake-up job is a small task that hops to the generic executor
+    /// first (Swift's global pool, or the default executor when `LoopExecutorFactory` installed
+    /// one) and resumes the sleeper from there; the sleeper then hops to the executor it prefers.
+    /// So the sleeper arrives here some time after its job ran. From the
     /// wake-up until that arrival the table holds the loop's seal (`Loop.holdSeal()`), as the
     /// loop's own sleeps do: a shutdown does not end the loop before the sleeper is back (its
     /// enqueue would trap), and a test loop is not idle while a woken task is on its way.
@@ -269,7 +270,7 @@
         if let clock = clock as? LoopClock, let instant = instant as? ContinuousClock.Instant {
             return clock.loop === loop ? instant : loop.now + clock.now.duration(to: instant)
         }
-        if let instant = instant as? ContinuousClock.Instant {
+        if clock is ContinuousClock, let instant = instant as? ContinuousClock.Instant {
             // On a real loop, `Loop.now` is `ContinuousClock.now`: the instant as it is. A test
             // loop's clock is virtual: the same distance from its now.
             guard loop.hasVirtualClock else { return instant }
