@@ -21,9 +21,11 @@
     /// ```
     ///
     /// The other route is the language's own: an async `@main` type with
-    /// `typealias DefaultExecutorFactory = LoopExecutorFactory`. On Swift 6.3 for Linux that needs
-    /// `-Xfrontend -disable-availability-checking` (an unsafe flag: fine for an application, not
-    /// for a package others depend on), which ``runMain(_:)`` does not.
+    /// `typealias DefaultExecutorFactory = LoopExecutorFactory` (and
+    /// `@_spi(ExperimentalExecutorHooks) import LoopExecutor`, for the conformance). On Swift 6.3
+    /// for Linux it takes effect only with `-Xfrontend -disable-availability-checking` (an unsafe
+    /// flag: fine for an application, not for a package others depend on); without the flag the
+    /// program compiles and silently keeps the stock executors. ``runMain(_:)`` needs no flag.
     ///
     /// Part of Swift's experimental executor SPI (ExperimentalExecutorHooks trait), which may change
     /// in any toolchain.
