@@ -21,7 +21,7 @@
     /// is no work stealing: a job stays on the loop it was queued on, so a long CPU-bound job holds
     /// up the jobs queued behind it there. A job from outside the group prefers a loop that is not
     /// blocked in the kernel: a group loop that runs out of jobs spins for up to 50 µs before it
-    /// blocks (see ``spinBeforeWaiting``), so an answer that comes back quickly — from an actor
+    /// blocks, so an answer that comes back quickly — from an actor
     /// pinned to a `LoopThread`, say — finds its loop still running, not asleep. Jobs run in each loop's common modes (a `LoopThread` runs its default mode), in
     /// the order they came: job priorities are not used. A delayed job (`Task.sleep`) waits in a
     /// timer of the same loop its job would go to; cancellation and the loop's end are handled as
@@ -49,7 +49,7 @@
             /// The loop is blocked in the kernel (or about to be): a job sent here from outside the
             /// group would have to wake its thread. Written by the loop's observer.
             let blocked = Atomic<Bool>(false)
-            /// Spins before the loop blocks (see ``spinBeforeWaiting``) and tracks `blocked`.
+            /// Spins before the loop blocks (see `spinBeforeWaiting`) and tracks `blocked`.
             nonisolated(unsafe) var spinner: LoopObserver!
             init(loop: Loop) { self.loop = loop }
         }
@@ -164,7 +164,7 @@
         }
 
         /// Where a job goes: the calling thread's loop if it is one of the group's and fewer than
-        /// ``localQueueLimit`` jobs wait there (no wake-up of another thread, warm caches); else
+        /// `localQueueLimit` jobs wait there (no wake-up of another thread, warm caches); else
         /// the next loop that is not blocked in the kernel and has fewer than that many jobs (a
         /// running or spinning loop takes the job without a wake-up); else the next loop, so that
         /// a burst spreads over the group.
