@@ -94,7 +94,11 @@
                         lane.blocked.store(false, ordering: .relaxed)
                         return
                     }
-                    let deadline = ContinuousClock.now + Self.spinBeforeWaiting
+                    // Never past the loop's next timer: the spin must not make a timer late.
+                    var deadline = ContinuousClock.now + Self.spinBeforeWaiting
+                    if let mode = lane.loop.currentMode, let next = lane.loop.nextFireDate(in: mode), next < deadline {
+                        deadline = next
+                    }
                     while lane.depth.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline {}
                     if lane.depth.load(ordering: .relaxed) == 0 { lane.blocked.store(true, ordering: .relaxed) }
                 }
