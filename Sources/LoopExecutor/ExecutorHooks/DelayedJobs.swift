@@ -58,8 +58,8 @@
             /// executor they come back to, kept alive until then: a task's executor preference
             /// does not keep the executor alive, and the task arrives through the global pool.
             var returning: [UInt: (task: Scheduler, owner: AnyObject & Sendable)] = [:]
-            var nextID: UInt64 = 0
-            /// The loop's end handler, once registered; `ended` once it ran.
+            /// The loop's end handler, once registered (at the first delayed job: an executor that
+            /// never gets one costs its loop nothing); `ended` once it ran.
             var endHandler: UInt64?
             var ended = false
         }
@@ -72,6 +72,9 @@
         /// The number of entries with a scheduler: every enqueue of the executor reads it (one
         /// relaxed load when no sleep waits).
         private let tracked = Atomic<Int>(0)
+        private let nextID = Atomic<UInt64>(0)
+        /// The end handler was registered (or could not be): later jobs skip the check's lock.
+        private let endHandled = Atomic<Bool>(false)
 
         init(loop: Loop, modes: [Loop.Mode], enqueue: @escaping @Sendable (UnownedJob) -> Void) {
             self.loop = loop
@@ -95,11 +98,8 @@
             let scheduler: Scheduler? = withUnsafeCurrentTask { task in
                 task.map { Scheduler(task: $0, address: unsafeBitCast($0, to: UInt.self)) }
             }
-            registerEndHandlerIfNeeded()
-            let id = state.withLock { state -> UInt64 in
-                state.nextID += 1
-                return state.nextID
-            }
+            if !endHandled.load(ordering: .acquiring) { registerEndHandler() }
+            let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
             // No label: labels live in a process-wide table, one lock round trip more per sleep.
             let timer = LoopTimer(fireAt: deadline, tolerance: max(.zero, tolerance)) { _ in
                 self.fire(id)
@@ -211,18 +211,16 @@
             enqueue(entry.job)
         }
 
-        private func registerEndHandlerIfNeeded() {
-            guard state.withLock({ $0.endHandler == nil && !$0.ended }) else { return }
-            guard let token = loop.addEndHandler({ [weak self] in self?.loopEnded() }) else {
-                state.withLock { $0.ended = true }
-                return
-            }
+        private func registerEndHandler() {
+            let token = loop.addEndHandler { [weak self] in self?.loopEnded() }
             let duplicate: UInt64? = state.withLock { state in
                 guard state.endHandler == nil, !state.ended else { return token }
                 state.endHandler = token
+                state.ended = token == nil
                 return nil
             }
             if let duplicate { loop.removeEndHandler(duplicate) }
+            endHandled.store(true, ordering: .releasing)
         }
 
         /// The loop stops accepting items: every waiting job runs now, and its task is cancelled.

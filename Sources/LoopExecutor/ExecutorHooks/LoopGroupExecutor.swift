@@ -163,8 +163,14 @@
         /// Where a delayed job waits: the calling thread's loop if it is one of the group's (a
         /// sleeper wakes where it slept), else the next.
         fileprivate func schedulingLane() -> Lane {
+            currentLane() ?? nextLane()
+        }
+
+        /// The lane of the calling thread, if it is one of the group's.
+        @inline(__always)
+        private func currentLane() -> Lane? {
             for lane in lanes where lane.loop.isCurrentThread { return lane }
-            return nextLane()
+            return nil
         }
 
         /// Where a job goes: the calling thread's loop if it is one of the group's and fewer than
@@ -174,10 +180,7 @@
         /// a burst spreads over the group.
         @inline(__always)
         private func enqueueLane() -> Lane {
-            for lane in lanes where lane.loop.isCurrentThread {
-                if lane.depth.load(ordering: .relaxed) < Self.localQueueLimit { return lane }
-                break
-            }
+            if let lane = currentLane(), lane.depth.load(ordering: .relaxed) < Self.localQueueLimit { return lane }
             let start = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
             for offset in 0..<lanes.count {
                 let lane = lanes[Int(UInt(bitPattern: start &+ offset) % UInt(lanes.count))]
