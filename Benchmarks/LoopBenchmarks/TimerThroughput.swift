@@ -9,8 +9,7 @@ enum TimerThroughput {
         let loop = Loop.current
         // Random offsets in [0, 50 ms): all become due during the run; the figure includes creating,
         // adding (heap insert) and firing (heap removal) every timer.
-        var generator = SystemRandomNumberGenerator()
-        let offsets = (0..<count).map { _ in Int64.random(in: 0..<50_000_000, using: &generator) }
+        let offsets = randomOffsets(count)
 
         let ours = sample(scale) {
             let fired = PassCounter()
@@ -48,10 +47,25 @@ enum TimerThroughput {
                 scenario: "timers", metric: "\(count) random timers scheduled + fired", unit: "timers/s",
                 ours: ours, comparisonName: "CFRunLoopTimer", comparison: theirs, higherIsBetter: true))
 
+        scheduleAndMemory(scale, offsets: offsets)
+    }
+
+    /// The `timer-schedule` scenario: the schedule-cost and memory metrics of `timers` alone (no
+    /// fire-rate comparison, whose CFRunLoop half takes minutes).
+    static func runSchedule(_ scale: Scale) {
+        scheduleAndMemory(scale, offsets: randomOffsets(scale.pick(1_000_000, quick: 5_000)))
+    }
+
+    private static func randomOffsets(_ count: Int) -> [Int64] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in Int64.random(in: 0..<50_000_000, using: &generator) }
+    }
+
+    private static func scheduleAndMemory(_ scale: Scale, offsets: [Int64]) {
         for pending in scale.quick ? [1_000, 5_000] : [10_000, 100_000, 1_000_000] {
             scheduleCost(pending: pending, offsets: offsets, scale: scale)
         }
-        memory(count: count, offsets: offsets, scale: scale)
+        memory(count: offsets.count, offsets: offsets, scale: scale)
     }
 
     /// The cost of creating and adding one timer when `pending` timers are pending in the mode

@@ -24,6 +24,7 @@ let scenarios: [(name: String, onMainThread: Bool, run: (Scale) -> Void)] = [
     ("async", false, AsyncTimers.run),
     ("empty-pass", false, EmptyPass.run),
     ("timers", false, TimerThroughput.run),
+    ("timer-schedule", false, TimerThroughput.runSchedule),
     ("lateness", false, TimerLateness.run),
     ("idle", false, Idle.run),
     ("instruments", false, Instruments.run),

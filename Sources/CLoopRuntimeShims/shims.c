@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -99,3 +100,19 @@ void cloop_thread_cpu_microseconds(double *microseconds) {
     *microseconds = (double)usage.ru_utime.tv_sec * 1e6 + (double)usage.ru_utime.tv_usec +
                     (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
 }
+
+void *cloop_map_memory(size_t bytes) {
+    void *address = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (address == MAP_FAILED) return NULL;
+    (void)madvise(address, bytes, MADV_HUGEPAGE);  // a hint; EINVAL without THP support
+    return address;
+}
+
+void *cloop_remap_memory(void *address, size_t old_bytes, size_t new_bytes) {
+    void *moved = mremap(address, old_bytes, new_bytes, MREMAP_MAYMOVE);
+    if (moved == MAP_FAILED) return NULL;
+    if (new_bytes > old_bytes) (void)madvise(moved, new_bytes, MADV_HUGEPAGE);
+    return moved;
+}
+
+int cloop_unmap_memory(void *address, size_t bytes) { return munmap(address, bytes); }

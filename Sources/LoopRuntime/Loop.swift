@@ -66,12 +66,15 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     let instrumentFlags = Atomic<UInt8>(0)
     /// Metrics, the timeline and stall reports (Instruments/LoopInstruments.swift).
     let instruments = LoopInstruments()
+    /// What the timers, observers and descriptor sources bound to this loop hold (LoopBinding.swift).
+    let anchor = LoopAnchor()
 
     init(owner: ThreadIdentity, waiter: any LoopWaiter, isMain: Bool = false) {
         self.owner = owner
         self.waiter = waiter
         self.waitsOnVirtualTime = waiter is VirtualWaiter
         self.isMain = isMain
+        anchor.loop = self
         _ = state.modeState(.default)  // SPEC R3: a new loop has the default mode.
     }
 

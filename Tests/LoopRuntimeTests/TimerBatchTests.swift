@@ -60,7 +60,7 @@ struct TimerBatchTests {
         #expect(released.count == count)
         // The heap compacted and gave its buffer back: one live entry and a handful of stale
         // ones at most, not twenty thousand slots.
-        let capacity = loop.lock.withLock { loop.state.modes[.default]!.timerHeap.entries.capacity }
+        let capacity = loop.lock.withLock { loop.state.modes[.default]!.timerHeap.capacity }
         #expect(capacity < 4_096)
         #expect(loop.nextFireDate(in: .default) == keep.fireDate)
     }

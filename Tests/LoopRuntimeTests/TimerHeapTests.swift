@@ -153,4 +153,65 @@ struct TimerHeapTests {
         let counts = timers.map { _getRetainCount($0) }
         #expect(counts.allSatisfy { $0 == baseline }, "retain counts \(Set(counts)), baseline \(baseline)")
     }
+
+    @Test("the entry buffer keeps its entries while it grows into a huge-page mapping and shrinks back")
+    func entryBufferAcrossTheMappingThreshold() {
+        let shared = timer()
+        let buffer = TimerEntryBuffer()
+        let stride = MemoryLayout<TimerHeap.Entry>.stride
+        let large = 3 * TimerEntryBuffer.mappingGranule / stride  // three mapping granules' worth
+        var sawMallocSize = false
+        for index in 0..<large {
+            buffer.append(TimerHeap.Entry(fireDate: Int64(index), generation: 7, timer: shared))
+            if buffer.capacity * stride < TimerEntryBuffer.mappingGranule { sawMallocSize = true }
+        }
+        #expect(sawMallocSize)
+        // A mapping is a whole number of granules.
+        #expect(buffer.mappedBytes > 0 && buffer.mappedBytes % TimerEntryBuffer.mappingGranule == 0)
+        #expect(buffer.capacity == buffer.mappedBytes / stride)
+        #expect(buffer.count == large)
+        #expect(buffer.elements.enumerated().allSatisfy { $0.element.fireDate == Int64($0.offset) })
+        #expect(buffer.removeLast().fireDate == Int64(large - 1))
+
+        // Shrinking to a mapping, then below the threshold into malloc's memory, keeps the prefix.
+        for kept in [large / 5, 1_000] {
+            buffer.truncate(to: kept)
+            buffer.shrinkIfSparse()
+            #expect(buffer.capacity == 2 * kept || buffer.mappedBytes % TimerEntryBuffer.mappingGranule == 0)
+            #expect(buffer.capacity < large)
+            #expect(buffer.elements.enumerated().allSatisfy { $0.element.fireDate == Int64($0.offset) })
+        }
+        #expect(buffer.capacity == 2_000 && buffer.mappedBytes == 0)
+        buffer.removeAll()
+        #expect(buffer.count == 0 && buffer.capacity == 0)
+        buffer.append(TimerHeap.Entry(fireDate: 42, generation: 7, timer: shared))
+        #expect(buffer.elements.map(\.fireDate) == [42])
+    }
+
+    @Test("R35 a heap grown past the mapping threshold and compacted after invalidations keeps its order")
+    func largeHeapCompaction() {
+        var generator = SystemRandomNumberGenerator()
+        var heap = TimerHeap()
+        var timers: [LoopTimer] = []
+        let count = 200_000  // 4.8 MB of entries: a mapping
+        for sequence in 1...UInt64(count) {
+            let item = timer()
+            heap.push(entry(item, Int64.random(in: 0..<1_000_000, using: &generator), sequence: sequence))
+            timers.append(item)
+        }
+        // Nine in ten go stale: the compaction shrinks the buffer (into malloc's memory).
+        for (index, item) in timers.enumerated() where index % 10 != 0 {
+            item.generation &+= 1
+            heap.noteStale()
+        }
+        heap.checkInvariants()
+        #expect(heap.liveCount == count / 10)
+        var due: [TimerHeap.Entry] = []
+        heap.popDue(asOf: .max, into: &due)
+        #expect(due.count == count / 10)
+        #expect(zip(due, due.dropFirst()).allSatisfy { TimerHeap.precedes($0, $1) })
+        due.forEach(TimerHeap.release)
+        var graveyard = heap.takeGraveyard()
+        TimerHeap.release(&graveyard)
+    }
 }

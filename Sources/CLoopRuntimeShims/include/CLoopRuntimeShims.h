@@ -63,6 +63,20 @@ static inline void cloop_return_free_memory(void) {
 #endif
 }
 
+/// Maps `bytes` (a multiple of 2 MiB) of private anonymous memory and asks for transparent huge
+/// pages on it (`madvise(MADV_HUGEPAGE)`, a hint: the kernel may decline). NULL on failure, with
+/// errno set. For large arrays that grow and shrink often: one fault per 2 MiB instead of per
+/// 4 KiB page, and growing moves the pages (`cloop_remap_memory`) instead of copying them.
+void *cloop_map_memory(size_t bytes);
+
+/// Grows or shrinks a mapping made by `cloop_map_memory` to `new_bytes`, moving it if needed
+/// (mremap(MREMAP_MAYMOVE): the pages move, their contents are not copied); shrinking gives the
+/// cut pages back to the system. NULL on failure, with errno set and the old mapping intact.
+void *cloop_remap_memory(void *address, size_t old_bytes, size_t new_bytes);
+
+/// Unmaps a mapping made by `cloop_map_memory`: its pages go back to the system at once.
+int cloop_unmap_memory(void *address, size_t bytes);
+
 /// The current CLOCK_BOOTTIME time in nanoseconds.
 static inline int64_t cloop_now_ns(void) {
     struct timespec ts;

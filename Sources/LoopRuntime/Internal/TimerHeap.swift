@@ -63,7 +63,12 @@ struct TimerHeap {
         var latest: Int64 { LoopTime.adding(withTimer { $0.boundSchedule.tolerance }, to: fireDate) }
     }
 
-    private(set) var entries: [Entry] = []
+    /// The entries, in heap order. A heap is never copied (it lives in its mode's state), so it
+    /// owns its buffer alone.
+    private let storage = TimerEntryBuffer()
+
+    /// The entries in heap order; valid until the heap next changes (lock held).
+    var entries: UnsafeBufferPointer<Entry> { UnsafeBufferPointer(storage.elements) }
     /// How many of `entries` are stale: exact, or one too many for each timer retired while its
     /// popped entry waited in a due batch (then it is no longer here) — an upper bound, reset by
     /// every compaction and bulk pop. It only paces compaction: liveness is always read from the
@@ -81,14 +86,17 @@ struct TimerHeap {
     /// No entries at all, live or stale.
     var isEmpty: Bool { entries.isEmpty }
 
+    /// How many entries the heap's buffer holds without growing.
+    var capacity: Int { storage.capacity }
+
     /// Entries that still describe their timer's schedule.
     var liveCount: Int { entries.count - staleCount }
 
     /// Adds an entry; it takes a retain of its timer.
     mutating func push(_ entry: Entry) {
         _ = entry.timerRef.retain()
-        entries.append(entry)
-        entries.withUnsafeMutableBufferPointer { Self.siftUp($0, from: $0.count - 1) }
+        storage.append(entry)
+        Self.siftUp(storage.elements, from: storage.count - 1)
         // A heap of a mode that never runs is never popped: compact it here once stale entries
         // outnumber live ones (a common repeating timer re-pushes into every common mode at each
         // firing), so it stays within twice its live size.
@@ -120,8 +128,8 @@ struct TimerHeap {
 
     /// Removes every entry; the caller releases the returned ones (outside the lock).
     mutating func removeAll() -> [Entry] {
-        let removed = entries + graveyard.take()
-        entries.removeAll()
+        let removed = Array(entries) + graveyard.take()
+        storage.removeAll()
         staleCount = 0
         return removed
     }
@@ -153,22 +161,19 @@ struct TimerHeap {
         guard staleCount > 0 else { return }
         if staleCount * 2 > entries.count {
             var kept = 0
-            entries.withUnsafeMutableBufferPointer { buffer in
-                for index in buffer.indices {
-                    if buffer[index].isLive {
-                        buffer.swapAt(kept, index)
-                        kept += 1
-                    } else {
-                        graveyard.entries.append(buffer[index])
-                    }
+            let buffer = storage.elements
+            for index in buffer.indices {
+                if buffer[index].isLive {
+                    buffer.swapAt(kept, index)
+                    kept += 1
+                } else {
+                    graveyard.entries.append(buffer[index])
                 }
             }
-            entries.removeLast(entries.count - kept)
+            storage.truncate(to: kept)
             // Compaction follows invalidations and removals: a heap that shrank to a quarter of its
             // buffer gives the rest back (firing keeps its buffer for the next batch instead).
-            if entries.capacity > 4_096 && entries.count < entries.capacity / 4 {
-                entries = entries.withUnsafeBufferPointer { Array($0) }  // a copy sized to fit
-            }
+            storage.shrinkIfSparse()
             staleCount = 0
             heapify()
             return
@@ -194,7 +199,7 @@ struct TimerHeap {
         prune()
         guard let first = entries.first else { return LoopTime.distantFuture }
         var deadline = first.latest
-        entries.withUnsafeBufferPointer { Self.visit($0, 0, deadline: &deadline) }
+        Self.visit(entries, 0, deadline: &deadline)
         return deadline
     }
 
@@ -224,21 +229,20 @@ struct TimerHeap {
         let start = due.count
         var kept = 0
         let mayBeStale = staleCount > 0  // if not, skip dereferencing a million timers
-        entries.withUnsafeMutableBufferPointer { buffer in
-            for index in buffer.indices {
-                guard !mayBeStale || buffer[index].isLive else {
-                    graveyard.entries.append(buffer[index])
-                    continue
-                }
-                if buffer[index].fireDate <= now {
-                    due.append(buffer[index])
-                } else {
-                    buffer.swapAt(kept, index)
-                    kept += 1
-                }
+        let buffer = storage.elements
+        for index in buffer.indices {
+            guard !mayBeStale || buffer[index].isLive else {
+                graveyard.entries.append(buffer[index])
+                continue
+            }
+            if buffer[index].fireDate <= now {
+                due.append(buffer[index])
+            } else {
+                buffer.swapAt(kept, index)
+                kept += 1
             }
         }
-        entries.removeLast(entries.count - kept)
+        storage.truncate(to: kept)
         staleCount = 0
         heapify()
         due.withUnsafeMutableBufferPointer { buffer in
@@ -309,24 +313,23 @@ struct TimerHeap {
     /// The number of entries due at `now`, counting at most `limit`.
     private func countDue(asOf now: Int64, limit: Int) -> Int {
         var count = 0
-        entries.withUnsafeBufferPointer { Self.count($0, 0, now: now, limit: limit, into: &count) }
+        Self.count(entries, 0, now: now, limit: limit, into: &count)
         return count
     }
 
     private mutating func heapify() {
-        entries.withUnsafeMutableBufferPointer { buffer in
-            guard buffer.count > 1 else { return }
-            for index in stride(from: (buffer.count - 2) / 4, through: 0, by: -1) {
-                Self.siftDown(buffer, from: index)
-            }
+        let buffer = storage.elements
+        guard buffer.count > 1 else { return }
+        for index in stride(from: (buffer.count - 2) / 4, through: 0, by: -1) {
+            Self.siftDown(buffer, from: index)
         }
     }
 
     private mutating func removeRoot() {
-        let last = entries.removeLast()
-        if !entries.isEmpty {
-            entries[0] = last
-            entries.withUnsafeMutableBufferPointer { Self.siftDown($0, from: 0) }
+        let last = storage.removeLast()
+        if storage.count > 0 {
+            storage.elements[0] = last
+            Self.siftDown(storage.elements, from: 0)
         }
     }
 
@@ -357,7 +360,7 @@ struct TimerHeap {
             }
         }
         precondition(stale <= staleCount, "TimerHeap: \(stale) stale entries, but staleCount is \(staleCount)")
-        for entry in entries + graveyard.entries {
+        for entry in Array(entries) + graveyard.entries {
             // An entry's own retain: the timer is alive (reading its generation would crash
             // otherwise, under the address sanitizer at least).
             _ = entry.withTimer { $0.generation }
