@@ -12,8 +12,8 @@ import CLoopRuntimeShims
 /// A Swift `Array` would do, but not at a million timers. Each time an array doubles, it allocates
 /// a fresh block, copies itself over and frees the old one. Past glibc's mmap threshold, each
 /// fresh block is a new mapping whose every 4 KiB page faults on first write. That is 48 MB of
-/// faults and 24 MB of copies to grow to a million entries, half the cost of scheduling the
-/// timers (issue #14's profile). So small buffers live in `malloc`'s memory and grow by
+/// faults and 24 MB of copies to grow to a million entries: half the CPU time of scheduling a
+/// million timers in issue #14's profile (see BENCHMARKS.md for what the wall clock showed). So small buffers live in `malloc`'s memory and grow by
 /// `realloc`. From 2 MiB on, a buffer is a mapping of its own with transparent huge pages
 /// requested (one fault per 2 MiB). It grows by `mremap`, which moves the pages instead of
 /// copying them, and shrinking gives the cut pages back at once.
@@ -88,8 +88,7 @@ final class TimerEntryBuffer {
             mappedBytes = mapped.bytes
             capacity = mapped.bytes / stride
         } else {
-            let grown = reallocated(bytes: wantedBytes)
-            base = grown
+            base = reallocated(bytes: wantedBytes)
             mappedBytes = 0
             capacity = wanted
         }
