@@ -63,3 +63,11 @@ void cbench_thread_usage(double *cpu_microseconds, double *context_switches) {
                         (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
     *context_switches = (double)(usage.ru_nvcsw + usage.ru_nivcsw);
 }
+
+void cbench_thread_split(double *user_microseconds, double *system_microseconds, double *minor_faults) {
+    struct rusage usage;
+    getrusage(RUSAGE_THREAD, &usage);
+    *user_microseconds = (double)usage.ru_utime.tv_sec * 1e6 + (double)usage.ru_utime.tv_usec;
+    *system_microseconds = (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
+    *minor_faults = (double)usage.ru_minflt;
+}

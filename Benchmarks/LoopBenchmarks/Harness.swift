@@ -1,3 +1,4 @@
+import CBenchmarkSupport
 import Foundation
 
 /// How big the workloads are: `--quick` (CI smoke) or the real sizes.
@@ -35,6 +36,19 @@ func nanosecondsPerOperation(_ operations: Int, _ body: () -> Void) -> Double {
     return (Double(seconds) * 1e9 + Double(attoseconds) / 1e9) / Double(operations)
 }
 
+/// The calling thread's user CPU time and minor page faults so far (`getrusage`).
+struct ThreadSplit {
+    var userMicroseconds = 0.0
+    var systemMicroseconds = 0.0
+    var minorFaults = 0.0
+
+    static func now() -> ThreadSplit {
+        var split = ThreadSplit()
+        cbench_thread_split(&split.userMicroseconds, &split.systemMicroseconds, &split.minorFaults)
+        return split
+    }
+}
+
 /// One result line: our figure, the comparison measured in the same run, and the ratio.
 struct ResultLine {
     let scenario: String
@@ -63,7 +77,7 @@ enum Report {
             "\(fmt(stats.median)) \(line.unit) [\(fmt(stats.min))–\(fmt(stats.max))]"
         }
         var text =
-            "  \(line.metric.padding(toLength: 44, withPad: " ", startingAt: 0)) LoopRuntime \(format(line.ours))"
+            "  \(line.metric.padding(toLength: max(44, line.metric.count), withPad: " ", startingAt: 0)) LoopRuntime \(format(line.ours))"
         if let name = line.comparisonName, let comparison = line.comparison, let ratio = line.ratio {
             text += "   \(name) \(format(comparison))   ratio \(String(format: "%.2f", ratio))×"
         }

@@ -1,3 +1,4 @@
+import CBenchmarkSupport
 import CoreFoundation
 import Foundation
 import LoopRuntime
@@ -65,6 +66,9 @@ enum TimerThroughput {
         for pending in scale.quick ? [1_000, 5_000] : [10_000, 100_000, 1_000_000] {
             scheduleCost(pending: pending, offsets: offsets, scale: scale)
         }
+        for pending in scale.quick ? [1_000, 5_000] : [10_000, 100_000, 1_000_000] {
+            marginalScheduleCost(pending: pending, offsets: offsets, scale: scale)
+        }
         memory(count: offsets.count, offsets: offsets, scale: scale)
     }
 
@@ -73,10 +77,16 @@ enum TimerThroughput {
     /// The figure should not grow with `pending` (a flat schedule cost, issue #14).
     private static func scheduleCost(pending: Int, offsets: [Int64], scale: Scale) {
         let loop = Loop.current
+        // Each sample also splits its time into the thread's user CPU and the page faults it took:
+        // the wall figure at a million pending is mostly the kernel's (BENCHMARKS.md, "the 1M
+        // schedule cost is the kernel's page faults").
+        var userCosts: [Double] = []
+        var faultCounts: [Double] = []
         let ours = sample(scale) {
             var timers: [LoopTimer] = []
             timers.reserveCapacity(pending)
             let base = ContinuousClock.now + .seconds(3_600)
+            let before = ThreadSplit.now()
             let cost = nanosecondsPerOperation(pending) {
                 for index in 0..<pending {
                     let timer = LoopTimer(fireAt: base + .nanoseconds(offsets[index % offsets.count])) { _ in }
@@ -84,6 +94,9 @@ enum TimerThroughput {
                     timers.append(timer)
                 }
             }
+            let after = ThreadSplit.now()
+            userCosts.append((after.userMicroseconds - before.userMicroseconds) * 1_000 / Double(pending))
+            faultCounts.append((after.minorFaults - before.minorFaults) * 1_000 / Double(pending))
             for timer in timers { timer.invalidate() }
             loop.run(.default, for: .zero)  // gives the invalidated timers back
             return cost
@@ -114,6 +127,54 @@ enum TimerThroughput {
                 scenario: "timers", metric: "schedule cost per timer, \(pending) pending", unit: "ns",
                 ours: ours, comparisonName: theirs == nil ? nil : "CFRunLoopTimer", comparison: theirs,
                 higherIsBetter: false))
+        // The warm-up sample is left out, as `sample` leaves it out of `ours`. The kernel splits a
+        // thread's CPU time into user and system time by ticks (4 ms here), so the user figure is
+        // reported only where a sample lasts tens of milliseconds.
+        if pending >= 100_000 {
+            Report.add(
+                ResultLine(
+                    scenario: "timers", metric: "user CPU per timer scheduled, \(pending) pending", unit: "ns",
+                    ours: Stats(Array(userCosts.dropFirst())), comparisonName: nil, comparison: nil,
+                    higherIsBetter: false))
+        }
+        Report.add(
+            ResultLine(
+                scenario: "timers", metric: "page faults per 1000 timers scheduled, \(pending) pending",
+                unit: "faults", ours: Stats(Array(faultCounts.dropFirst())), comparisonName: nil,
+                comparison: nil, higherIsBetter: false))
+    }
+
+    /// The cost of adding a timer to a mode that already has `pending` timers: the mode is filled
+    /// untimed, then 10,000 (1,000 with `--quick`) more are timed. Unlike `scheduleCost`, which
+    /// averages the adds from 0 to `pending` and touches all of their memory for the first time
+    /// in the sample, this isolates what the heap's size costs an add.
+    private static func marginalScheduleCost(pending: Int, offsets: [Int64], scale: Scale) {
+        let loop = Loop.current
+        let added = scale.pick(10_000, quick: 1_000)
+        let ours = sample(scale) {
+            var timers: [LoopTimer] = []
+            timers.reserveCapacity(pending + added)
+            let base = ContinuousClock.now + .seconds(3_600)
+            for index in 0..<pending {
+                let timer = LoopTimer(fireAt: base + .nanoseconds(offsets[index % offsets.count])) { _ in }
+                loop.add(timer, forMode: .default)
+                timers.append(timer)
+            }
+            let cost = nanosecondsPerOperation(added) {
+                for index in pending..<(pending + added) {
+                    let timer = LoopTimer(fireAt: base + .nanoseconds(offsets[index % offsets.count])) { _ in }
+                    loop.add(timer, forMode: .default)
+                    timers.append(timer)
+                }
+            }
+            for timer in timers { timer.invalidate() }
+            loop.run(.default, for: .zero)
+            return cost
+        }
+        Report.add(
+            ResultLine(
+                scenario: "timers", metric: "schedule cost per timer added to \(pending) pending", unit: "ns",
+                ours: ours, comparisonName: nil, comparison: nil, higherIsBetter: false))
     }
 
     /// Resident memory per pending timer (a handler capturing nothing, so no closure context is
