@@ -36,7 +36,7 @@ func nanosecondsPerOperation(_ operations: Int, _ body: () -> Void) -> Double {
     return (Double(seconds) * 1e9 + Double(attoseconds) / 1e9) / Double(operations)
 }
 
-/// The calling thread's user CPU time and minor page faults so far (`getrusage`).
+/// The calling thread's user and system CPU time and minor page faults so far (`getrusage`).
 struct ThreadSplit {
     var userMicroseconds = 0.0
     var systemMicroseconds = 0.0

@@ -81,6 +81,7 @@ enum TimerThroughput {
         // the wall figure at a million pending is mostly the kernel's (BENCHMARKS.md, "the 1M
         // schedule cost is the kernel's page faults").
         var userCosts: [Double] = []
+        var systemCosts: [Double] = []
         var faultCounts: [Double] = []
         let ours = sample(scale) {
             var timers: [LoopTimer] = []
@@ -96,6 +97,7 @@ enum TimerThroughput {
             }
             let after = ThreadSplit.now()
             userCosts.append((after.userMicroseconds - before.userMicroseconds) * 1_000 / Double(pending))
+            systemCosts.append((after.systemMicroseconds - before.systemMicroseconds) * 1_000 / Double(pending))
             faultCounts.append((after.minorFaults - before.minorFaults) * 1_000 / Double(pending))
             for timer in timers { timer.invalidate() }
             loop.run(.default, for: .zero)  // gives the invalidated timers back
@@ -136,6 +138,11 @@ enum TimerThroughput {
                     scenario: "timers", metric: "user CPU per timer scheduled, \(pending) pending", unit: "ns",
                     ours: Stats(Array(userCosts.dropFirst())), comparisonName: nil, comparison: nil,
                     higherIsBetter: false))
+            Report.add(
+                ResultLine(
+                    scenario: "timers", metric: "system CPU per timer scheduled, \(pending) pending",
+                    unit: "ns", ours: Stats(Array(systemCosts.dropFirst())), comparisonName: nil,
+                    comparison: nil, higherIsBetter: false))
         }
         Report.add(
             ResultLine(
