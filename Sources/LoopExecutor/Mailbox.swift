@@ -333,7 +333,11 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     /// with the failure it finished with, if any. Cancelling the task finishes the mailbox, unless
     /// it is not `cancellable` (a mode switch: the driver answers exactly once, and a cancelled
     /// task switching back must still wait for the switch).
-    @inline(__always)
+    ///
+    /// Not `@inline(__always)`, nor is `wait`: forcing these async frames into their callers saved
+    /// a task switch per sleep but made 10,000 loop sleeps on the loop's own executor stall in
+    /// bursts, p99 lateness 1.4–1.8 ms instead of 80–160 µs (BENCHMARKS.md, sixth session of
+    /// issue #14; the cause of the stalls is not understood, the bisection is).
     func receive(
         isolation actor: isolated (any Actor)?, cancellable: Bool = true
     ) async -> (Element?, failure: (any Error)?) {
@@ -356,7 +360,6 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
         return (element, failure)
     }
 
-    @inline(__always)
     private func wait(isolation actor: isolated (any Actor)?) async -> Element? {
         let hopTarget = hopTarget(of: actor)
         let takesBatches = batchesOnLoopThread && loop.isCurrentThread
