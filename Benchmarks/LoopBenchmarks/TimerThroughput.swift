@@ -77,7 +77,8 @@ enum TimerThroughput {
     /// The figure should not grow with `pending` (a flat schedule cost, issue #14).
     private static func scheduleCost(pending: Int, offsets: [Int64], scale: Scale) {
         let loop = Loop.current
-        // Each sample also splits its time into the thread's user CPU and the page faults it took:
+        // Each sample also splits its time into the thread's user and system CPU and the page
+        // faults it took:
         // the wall figure at a million pending is mostly the kernel's (BENCHMARKS.md, "the 1M
         // schedule cost is the kernel's page faults").
         var userCosts: [Double] = []
@@ -154,7 +155,9 @@ enum TimerThroughput {
     /// The cost of adding a timer to a mode that already has `pending` timers: the mode is filled
     /// untimed, then 10,000 (1,000 with `--quick`) more are timed. Unlike `scheduleCost`, which
     /// averages the adds from 0 to `pending` and touches all of their memory for the first time
-    /// in the sample, this isolates what the heap's size costs an add.
+    /// in the sample, this is meant to isolate what the heap's size costs an add. The 10,000
+    /// timers' fresh memory still faults like the bulk figure's (BENCHMARKS.md, sixth session of
+    /// issue #14).
     private static func marginalScheduleCost(pending: Int, offsets: [Int64], scale: Scale) {
         let loop = Loop.current
         let added = scale.pick(10_000, quick: 1_000)
