@@ -8,8 +8,8 @@ import Synchronization
 /// A thread that owns a loop and runs it until shut down: the resident thread of the run-loop
 /// literature, serving work sent from other threads (SPEC K).
 ///
-/// The thread's loop is kept alive by the thread's own port (an idle ``LoopPort`` in the common
-/// modes), and its ``driver`` runs it in ``Loop/Mode/default`` — or the mode it is switched to —
+/// The thread's loop is kept alive by a source of its own that is never signalled (SPEC R10's
+/// idiom, in the common modes), and its ``driver`` runs it in ``Loop/Mode/default`` — or the mode it is switched to —
 /// until ``shutdown()``. Send it work with
 /// ``perform(inModes:waitUntilDone:label:_:)`` (SPEC R76) and ``perform(after:inModes:_:)`` (SPEC R75),
 /// or add timers, sources and ports to ``loop`` from any thread.
@@ -334,15 +334,17 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
 
     private static func main(_ core: Core, waiter: (@Sendable () throws(LoopSystemError) -> any LoopWaiter)?) {
         let loop: Loop
-        let keepAlive: LoopPort<Never>
+        // Keeps the common modes alive for nested runs too (the driver keeps the mode it runs
+        // alive). A source, not an idle port: a port is a descriptor source, and a mode with one
+        // makes every polling pass look at its descriptors (an `epoll_wait` per executor job).
+        let keepAlive = LoopSource {}
         do {
             if let waiter {
                 loop = LoopRegistry.loopForCurrentThread(waiter: try waiter())
             } else {
                 loop = try Loop.forCurrentThread()
             }
-            keepAlive = try LoopPort<Never> { _ in }
-            try loop.add(keepAlive, forMode: .common)
+            loop.add(keepAlive, forMode: .common, whileDraining: true)
         } catch {
             core.state.withLock { $0.startError = error }
             core.started.signal()

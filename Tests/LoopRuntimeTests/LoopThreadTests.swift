@@ -139,6 +139,28 @@ struct LoopThreadTests {
         thread.shutdown()  // idempotent
     }
 
+    @Test("R10 the thread keeps its common modes alive with a source, not a descriptor its passes would poll")
+    func keepAliveIsNotADescriptor() throws {
+        let thread = try LoopThread(name: "keep-alive")
+        defer { thread.shutdown() }
+        let loop = thread.loop
+        loop.addCommonMode("extra")
+        let outcome = Locked<(result: Loop.RunResult, descriptors: [Bool])?>(nil)
+        try thread.perform(waitUntilDone: true) {
+            // A nested run of a common mode the driver never entered: kept alive all the same.
+            let result = loop.run("extra", for: .milliseconds(1))
+            // No descriptor source in the modes a job runs in, so a polling pass (one after a job)
+            // makes no `epoll_wait` (Loop+Wait.swift).
+            let descriptors = loop.lock.withLock {
+                [Loop.Mode.default, "extra"].map { loop.state.modeState($0).mayHaveDescriptorSources }
+            }
+            outcome.withLock { $0 = (result, descriptors) }
+        }
+        let seen = outcome.withLock { $0 }
+        #expect(seen?.result == .timedOut)
+        #expect(seen?.descriptors == [false, false])
+    }
+
     @Test("Shutdown from a callout on the thread itself completes without deadlock")
     func shutdownFromOwnThread() throws {
         let thread = try LoopThread(name: "self-stop")
