@@ -92,14 +92,22 @@ struct LoopChange {
 extension Loop {
     /// Makes a change to the loop's shared state under its lock and applies the wake rule (see
     /// above). The body must not call out to user code.
+    ///
+    /// Timer-heap entries the change dropped (an invalidation or removal that compacted a heap, a
+    /// re-arm that pruned one) are given back here, after unlocking, on the calling thread: the
+    /// loop's next pass may never come — the loop may sleep for hours, not run, or run a mode
+    /// that is now empty — and an invalidated timer must not keep its handler's captures alive
+    /// until then.
     @inline(__always)
     func change<R>(_ body: (inout LoopChange) -> R) -> R {
-        let (result, notify): (R, Bool) = lock.withLock {
+        let (result, notify, dropped): (R, Bool, [TimerHeap.Entry]?) = lock.withLock {
             var change = LoopChange(state)
             let result = body(&change)
-            return (result, applyWakeRule(change))
+            let notify = applyWakeRule(change)
+            return (result, notify, state.timerGraveyard.takeIfAny())
         }
         if notify { notifyLoop() }
+        if var dropped { releaseDropped(&dropped) }
         return result
     }
 

@@ -95,12 +95,14 @@ extension Loop {
         preconditionOnLoopThread("run(_:)")
         loopThread.hasRun = true
         if isMain { installMainQueueSourceIfNeeded(runningIn: mode) }
+        var dropped: [TimerHeap.Entry]?
         let entered: RunContext? = lock.withLock {
             // SPEC R10: a missing or empty mode returns at once, with no entry or exit.
             guard !state.lifecycle.isEnded, let modeState = state.existingMode(mode), !state.isEmpty(modeState)
             else {
                 // Checked here, off the common path: `.common` never has a mode state of its own.
                 precondition(mode != .common, Self.runningCommonMessage(self))
+                dropped = state.timerGraveyard.takeIfAny()  // no pass will give them back
                 return nil
             }
             if state.runCalls.isEmpty {
@@ -117,7 +119,10 @@ extension Loop {
                 mode: modeState, deadline: deadline, zeroTimeout: zeroTimeout,
                 returnAfterSourceHandled: returnAfterSourceHandled, depth: state.pushRunCall(modeState))
         }
-        guard let run = entered else { return .finished }
+        guard let run = entered else {
+            if var dropped { releaseDropped(&dropped) }
+            return .finished
+        }
         if let now { loopThread.setNow(now) } else { loopThread.timePassed() }
 
         let recordsRun = isInstrumented
@@ -135,7 +140,13 @@ extension Loop {
         notifyObservers(.exit, of: run)  // SPEC R17
         if recordsRun || isInstrumented { instrumentRunEnded(run) }
         dropStaleObserverSnapshots()  // an observer removed meanwhile is let go of by now
-        lock.withLock { state.popRunCall() }
+        // Entries dropped since the last pass's timer step (by its callouts, say): the loop may not
+        // run again for a long time.
+        dropped = lock.withLock {
+            state.popRunCall()
+            return state.timerGraveyard.takeIfAny()
+        }
+        if var dropped { releaseDropped(&dropped) }
         return result.unsafelyUnwrapped
     }
 

@@ -72,12 +72,15 @@ extension Loop {
     ///
     /// - Important: Safe from any thread.
     public func nextFireDate(in mode: Mode) -> ContinuousClock.Instant? {
-        lock.withLock {
+        let (date, dropped): (ContinuousClock.Instant?, [TimerHeap.Entry]?) = lock.withLock {
             let modes =
                 mode == .common
                 ? state.commonModes.compactMap { state.modes[$0] } : [state.modes[mode]].compactMap { $0 }
-            return modes.compactMap { $0.timerHeap.earliestFireDate() }.min().map(LoopTime.instant)
-        }  // entries it pruned are released by the loop's next pass (the TimerGraveyard)
+            let date = modes.compactMap { $0.timerHeap.earliestFireDate() }.min().map(LoopTime.instant)
+            return (date, state.timerGraveyard.takeIfAny())
+        }
+        if var dropped { releaseDropped(&dropped) }  // the stale entries it pruned
+        return date
     }
 
     /// The number of timers in `mode` (for ``Mode/common``: the number of common timers). A timer
@@ -267,10 +270,11 @@ extension Loop {
         due.sort(by: TimerHeap.precedes)  // the heap's own order: (fire date, add order)
     }
 
-    /// Releases timer-heap entries dropped by invalidations, removals and moves. After a very large
-    /// number at once (a teardown: tens of thousands of timers invalidated), the freed memory is
-    /// handed back to the system too; glibc would keep it on its free lists otherwise.
-    private func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
+    /// Releases timer-heap entries dropped by invalidations, removals and moves (outside the lock:
+    /// a timer's last release may run user code). After a very large number at once (a teardown:
+    /// tens of thousands of timers invalidated), the freed memory is handed back to the system too;
+    /// glibc would keep it on its free lists otherwise.
+    func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
         let count = dead.count
         TimerHeap.release(&dead)
         // Off the loop's thread: trimming a large heap takes milliseconds.

@@ -25,10 +25,15 @@ import Synchronization
 /// and fired at over 3 million a second (BENCHMARKS.md). When a thousand or more timers are due in
 /// one pass, the loop fires them in deadline order and lets go of its references to them after
 /// the batch, in memory order — so a fired one-shot timer's handler and captures may be released
-/// a little after its callout rather than right after it. Invalidated and removed timers are
-/// released at the loop's next pass; after it drops 65,536 or more at once, a loop using glibc
-/// also hands the freed memory back to the system (`malloc_trim`), so a teardown of a million
-/// timers does not leave their memory resident.
+/// a little after its callout rather than right after it. The loop lets go of an invalidated or
+/// removed timer within the call that invalidated or removed it, on that call's thread — so the
+/// handler and its captures may be released there, as Foundation's `Timer.invalidate()` releases
+/// its target. One exception, the price of O(1) invalidation: while a mode holds more pending
+/// timers than invalidated ones, the place of an invalidated timer deep in the mode's deadline
+/// heap is only marked stale, and the timer is let go of when that place comes up (its old fire
+/// date, in a pass of the mode) or when stale places come to outnumber live ones. After it drops
+/// 65,536 or more at once, a loop using glibc also hands the freed memory back to the system
+/// (`malloc_trim`), so a teardown of a million timers does not leave their memory resident.
 ///
 /// - Important: Safe from any thread: you may create, add, move (``setFireDate(_:)``), change the
 ///   tolerance of, and invalidate a timer from any thread; a loop sleeping in one of the timer's

@@ -15,8 +15,9 @@ import Synchronization
 /// counting at all. A dropped entry's retain is *not* given back on the spot: the heap is used with
 /// its loop's lock held, and the last release of a timer runs user code (its closure's captures'
 /// `deinit`), which might call back into the loop and deadlock on that lock. Dropped entries go to
-/// a graveyard that the loop empties after unlocking (`takeGraveyard`); entries handed out by
-/// `popDue` are released by the caller, also outside the lock.
+/// a graveyard that whoever held the lock empties after unlocking: the thread whose change dropped
+/// them (`Loop.change`), the loop about to sleep, or the loop's pass (`takeGraveyard`). Entries
+/// handed out by `popDue` are released by the caller, also outside the lock.
 ///
 /// Taking the due timers pops them in firing order (O(k log n) for k due timers, no sort), and
 /// finding the coalesced wake-up time is O(k) in the number of timers inside the first tolerance
@@ -143,9 +144,11 @@ struct TimerHeap {
     /// Records that one entry of this heap went stale (its timer's generation moved on).
     mutating func noteStale() {
         staleCount += 1
-        // Compact as soon as stale entries outnumber live ones, so that invalidated timers are
-        // given back at the loop's next pass even if this mode never runs or never sleeps again.
-        if staleCount > 16 && staleCount * 2 > entries.count { prune() }
+        // Drop it at once if it is the root (a lone timer invalidated, the soonest one moved), and
+        // compact as soon as stale entries outnumber live ones, so that invalidated timers are
+        // given back (by the change that made them stale, see `Loop.change`) even if this mode
+        // never runs or never sleeps again.
+        prune()
     }
 
     /// Drops every stale entry, whatever their number (see `Loop.retireEntries`).
@@ -444,5 +447,11 @@ final class TimerGraveyard {
         guard !entries.isEmpty else { return [] }
         defer { entries = [] }
         return entries
+    }
+
+    /// Takes every entry out, or returns `nil` (no array traffic) when there is none.
+    @inline(__always)
+    func takeIfAny() -> [TimerHeap.Entry]? {
+        entries.isEmpty ? nil : take()
     }
 }
