@@ -196,6 +196,9 @@ enum TimerThroughput {
         var left: [Double] = []
         for _ in 0..<(scale.repetitions + 1) {
             loop.run(.default, for: .zero)
+            // Free memory the allocator kept from earlier rounds would be reused without growing
+            // the resident set, and hide what the timers cost.
+            cbench_return_free_memory()
             let before = residentBytes()
             var timers: [LoopTimer] = []
             timers.reserveCapacity(count)
@@ -210,7 +213,7 @@ enum TimerThroughput {
             for timer in timers { timer.invalidate() }
             timers = []
             loop.run(.default, for: .zero)
-            usleep(200_000)  // the loop hands freed memory back on a background queue
+            usleep(1_500_000)  // the loop hands freed memory back a second after a teardown
             let after = residentBytes()
             perTimer.append(Double(pending - before - arrayBytes) / Double(count))
             left.append(Double(after) / Double(before))

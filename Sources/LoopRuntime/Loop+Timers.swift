@@ -272,18 +272,16 @@ extension Loop {
 
     /// Releases timer-heap entries dropped by invalidations, removals and moves (outside the lock:
     /// a timer's last release may run user code). After a very large number at once (a teardown:
-    /// tens of thousands of timers invalidated), the freed memory is handed back to the system too;
-    /// glibc would keep it on its free lists otherwise.
+    /// tens of thousands of timers invalidated), the freed memory is handed back to the system too,
+    /// a second after the last such teardown (see FreeMemoryReturn); glibc would keep it on its
+    /// free lists otherwise.
     func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
         let count = dead.count
         TimerHeap.release(&dead)
-        // Off the loop's thread: trimming a large heap takes milliseconds.
-        if count >= Self.returnMemoryThreshold {
-            DispatchQueue.global(qos: .utility).async { cloop_return_free_memory() }
-        }
+        if count >= Self.returnMemoryThreshold { FreeMemoryReturn.noteTeardown() }
     }
 
-    /// Dropping this many timers in one pass returns the freed memory to the system.
+    /// Dropping this many timers at once returns the freed memory to the system.
     static let returnMemoryThreshold = 65_536
 
     /// How many due timers ahead `fireDueTimers` prefetches: enough to cover a memory latency with

@@ -32,8 +32,10 @@ import Synchronization
 /// timers than invalidated ones, the place of an invalidated timer deep in the mode's deadline
 /// heap is only marked stale, and the timer is let go of when that place comes up (its old fire
 /// date, in a pass of the mode) or when stale places come to outnumber live ones. After it drops
-/// 65,536 or more at once, a loop using glibc also hands the freed memory back to the system
-/// (`malloc_trim`), so a teardown of a million timers does not leave their memory resident.
+/// 65,536 or more at once, a loop using glibc also hands the memory that is free by then back to
+/// the system (`malloc_trim`), a second after the last such teardown: a teardown of a million
+/// timers does not leave their memory resident, and one followed at once by a rebuild reuses it
+/// instead of faulting fresh pages in.
 ///
 /// - Important: Safe from any thread: you may create, add, move (``setFireDate(_:)``), change the
 ///   tolerance of, and invalidate a timer from any thread; a loop sleeping in one of the timer's

@@ -62,7 +62,10 @@ final class TimerEntryBuffer {
     /// count. Called after compactions (invalidations, removals), not after firings: a loop that
     /// fires a batch usually refills the heap soon.
     func shrinkIfSparse() {
-        guard capacity > 4_096, count < capacity / 4 else { return }
+        // Only mappings: a `malloc` buffer (under 2 MiB) is kept for the next burst of timers,
+        // whose growth would otherwise fault its pages in again (a 10,000-timer teardown and
+        // rebuild paid ~50 page faults for ~400 KiB).
+        guard mappedBytes > 0, count < capacity / 4 else { return }
         resize(toHold: Swift.max(16, count * 2))
     }
 
