@@ -271,18 +271,14 @@ extension Loop {
     }
 
     /// Releases timer-heap entries dropped by invalidations, removals and moves (outside the lock:
-    /// a timer's last release may run user code). After a very large number at once (a teardown:
-    /// tens of thousands of timers invalidated), the freed memory is handed back to the system too,
-    /// a second after the last such teardown (see FreeMemoryReturn); glibc would keep it on its
-    /// free lists otherwise.
+    /// a timer's last release may run user code). After a teardown (tens of thousands of timers
+    /// invalidated), the freed memory is handed back to the system too, a second after its last
+    /// batch (see FreeMemoryReturn); glibc would keep it on its free lists otherwise.
     func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
         let count = dead.count
         TimerHeap.release(&dead)
-        if count >= Self.returnMemoryThreshold { FreeMemoryReturn.noteTeardown() }
+        FreeMemoryReturn.noteReleased(count)
     }
-
-    /// Dropping this many timers at once returns the freed memory to the system.
-    static let returnMemoryThreshold = 65_536
 
     /// How many due timers ahead `fireDueTimers` prefetches: enough to cover a memory latency with
     /// the work of firing the ones in between, few enough to stay in the L1 cache.

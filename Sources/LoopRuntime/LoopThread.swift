@@ -9,8 +9,8 @@ import Synchronization
 /// literature, serving work sent from other threads (SPEC K).
 ///
 /// The thread's loop is kept alive by a source of its own that is never signalled (SPEC R10's
-/// idiom, in the common modes), and its ``driver`` runs it in ``Loop/Mode/default`` — or the mode it is switched to —
-/// until ``shutdown()``. Send it work with
+/// idiom, in the common modes), and its ``driver`` runs it in ``Loop/Mode/default`` — or the mode
+/// it is switched to — until ``shutdown()``. Send it work with
 /// ``perform(inModes:waitUntilDone:label:_:)`` (SPEC R76) and ``perform(after:inModes:_:)`` (SPEC R75),
 /// or add timers, sources and ports to ``loop`` from any thread.
 ///

@@ -31,11 +31,11 @@ import Synchronization
 /// its target. One exception, the price of O(1) invalidation: while a mode holds more pending
 /// timers than invalidated ones, the place of an invalidated timer deep in the mode's deadline
 /// heap is only marked stale, and the timer is let go of when that place comes up (its old fire
-/// date, in a pass of the mode) or when stale places come to outnumber live ones. After it drops
-/// 65,536 or more at once, a loop using glibc also hands the memory that is free by then back to
-/// the system (`malloc_trim`), a second after the last such teardown: a teardown of a million
-/// timers does not leave their memory resident, and one followed at once by a rebuild reuses it
-/// instead of faulting fresh pages in.
+/// date, in a pass of the mode) or when stale places come to outnumber live ones. After a
+/// teardown (65,536 timers or more let go of in batches of a thousand or more), a loop using glibc
+/// also hands the memory that is free by then back to the system (`malloc_trim`), a second after
+/// the teardown's last batch: a teardown of a million timers does not leave their memory
+/// resident, and one followed at once by a rebuild reuses it instead of faulting fresh pages in.
 ///
 /// - Important: Safe from any thread: you may create, add, move (``setFireDate(_:)``), change the
 ///   tolerance of, and invalidate a timer from any thread; a loop sleeping in one of the timer's

@@ -93,6 +93,16 @@ struct TimerBatchTests {
         #expect(loop.run(.default, for: .zero) == .finished)
     }
 
+    @Test("A teardown's batches add up, and the free memory goes back a delay after the last one")
+    func freeMemoryReturnsAfterTheLastBatch() {
+        // Process-wide state that other tests' teardowns touch too: only what holds whatever they
+        // do is asserted.
+        FreeMemoryReturn.noteReleased(FreeMemoryReturn.teardownSize / 2)
+        FreeMemoryReturn.noteReleased(FreeMemoryReturn.teardownSize / 2)
+        #expect(FreeMemoryReturn.isScheduled)  // the delay (a second) has not passed
+        #expect(eventually { !FreeMemoryReturn.isScheduled })  // returned, flag down
+    }
+
     @Test("R41 a timer invalidated from another thread is let go of while its loop sleeps")
     func invalidatedWhileAsleep() throws {
         let thread = try LoopThread(name: "graveyard")

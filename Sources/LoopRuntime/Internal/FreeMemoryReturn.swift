@@ -13,23 +13,39 @@ enum FreeMemoryReturn {
     /// How long after the last big teardown the memory goes back.
     static let delay: DispatchTimeInterval = .seconds(1)
 
+    /// Timers let go of in batches since the last return that make a teardown.
+    static let teardownSize = 65_536
+
+    /// Batches smaller than this are not counted: a steady churn of timers is not a teardown.
+    static let countedBatch = 1_024
+
     private struct State {
+        var released = 0
         var scheduled = false
         var due = DispatchTime(uptimeNanoseconds: 0)
     }
 
     private static let state = Mutex(State())
 
-    /// A teardown dropped many timers: return the free memory `delay` after the last such call.
-    static func noteTeardown() {
+    /// A loop let go of `count` timers at once. A teardown arrives in several batches (each
+    /// invalidation that leaves more stale entries than live ones compacts the heap: half of the
+    /// timers, then a quarter…), so the batches are added up; once they make a teardown, the free
+    /// memory goes back `delay` after the last batch.
+    static func noteReleased(_ count: Int) {
+        guard count >= countedBatch else { return }
         let due = DispatchTime.now() + delay
         let mustSchedule = state.withLock { state in
+            state.released += count
+            guard state.released >= teardownSize || state.scheduled else { return false }
             state.due = due
             defer { state.scheduled = true }
             return !state.scheduled
         }
         if mustSchedule { schedule(at: due) }
     }
+
+    /// Whether a return is waiting for its delay (for tests).
+    static var isScheduled: Bool { state.withLock { $0.scheduled } }
 
     private static func schedule(at due: DispatchTime) {
         // Off every loop's thread: trimming a large heap takes milliseconds.
@@ -38,8 +54,9 @@ enum FreeMemoryReturn {
 
     private static func fire() {
         let later: DispatchTime? = state.withLock { state in
-            if state.due > .now() { return state.due }  // another teardown since: wait for it
+            if state.due > .now() { return state.due }  // another batch since: wait for it
             state.scheduled = false
+            state.released = 0
             return nil
         }
         if let later { schedule(at: later) } else { cloop_return_free_memory() }
