@@ -20,6 +20,7 @@ enum FreeMemoryReturn {
     static let countedBatch = 1_024
 
     private struct State {
+        var returns = 0
         var released = 0
         var scheduled = false
         var due = DispatchTime(uptimeNanoseconds: 0)
@@ -44,8 +45,8 @@ enum FreeMemoryReturn {
         if mustSchedule { schedule(at: due) }
     }
 
-    /// Whether a return is waiting for its delay (for tests).
-    static var isScheduled: Bool { state.withLock { $0.scheduled } }
+    /// How many times the memory went back so far (for tests).
+    static var returns: Int { state.withLock { $0.returns } }
 
     private static func schedule(at due: DispatchTime) {
         // Off every loop's thread: trimming a large heap takes milliseconds.
@@ -57,6 +58,7 @@ enum FreeMemoryReturn {
             if state.due > .now() { return state.due }  // another batch since: wait for it
             state.scheduled = false
             state.released = 0
+            state.returns += 1
             return nil
         }
         if let later { schedule(at: later) } else { cloop_return_free_memory() }
