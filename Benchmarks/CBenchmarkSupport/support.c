@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "CBenchmarkSupport.h"
 
-#include <malloc.h>
 #include <sys/resource.h>
 
 #include <errno.h>
@@ -72,5 +71,3 @@ void cbench_thread_split(double *user_microseconds, double *system_microseconds,
     *system_microseconds = (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
     *minor_faults = (double)usage.ru_minflt;
 }
-
-void cbench_return_free_memory(void) { malloc_trim(0); }

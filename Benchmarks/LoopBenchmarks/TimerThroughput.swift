@@ -1,4 +1,5 @@
 import CBenchmarkSupport
+import CLoopRuntimeShims
 import CoreFoundation
 import Foundation
 import LoopRuntime
@@ -78,9 +79,8 @@ enum TimerThroughput {
     private static func scheduleCost(pending: Int, offsets: [Int64], scale: Scale) {
         let loop = Loop.current
         // Each sample also splits its time into the thread's user and system CPU and the page
-        // faults it took:
-        // the wall figure at a million pending is mostly the kernel's (BENCHMARKS.md, "the 1M
-        // schedule cost is the kernel's page faults").
+        // faults it took: faults are where a sample that gets fresh memory instead of reusing the
+        // last one's shows (BENCHMARKS.md, seventh session of issue #14).
         var userCosts: [Double] = []
         var systemCosts: [Double] = []
         var faultCounts: [Double] = []
@@ -155,9 +155,7 @@ enum TimerThroughput {
     /// The cost of adding a timer to a mode that already has `pending` timers: the mode is filled
     /// untimed, then 10,000 (1,000 with `--quick`) more are timed. Unlike `scheduleCost`, which
     /// averages the adds from 0 to `pending` and touches all of their memory for the first time
-    /// in the sample, this is meant to isolate what the heap's size costs an add. The 10,000
-    /// timers' fresh memory still faults like the bulk figure's (BENCHMARKS.md, sixth session of
-    /// issue #14).
+    /// in the sample, this isolates what the heap's size costs an add.
     private static func marginalScheduleCost(pending: Int, offsets: [Int64], scale: Scale) {
         let loop = Loop.current
         let added = scale.pick(10_000, quick: 1_000)
@@ -198,7 +196,7 @@ enum TimerThroughput {
             loop.run(.default, for: .zero)
             // Free memory the allocator kept from earlier rounds would be reused without growing
             // the resident set, and hide what the timers cost.
-            cbench_return_free_memory()
+            cloop_return_free_memory()
             let before = residentBytes()
             var timers: [LoopTimer] = []
             timers.reserveCapacity(count)

@@ -106,7 +106,7 @@ extension Loop {
             let notify = applyWakeRule(change)
             return (result, notify, state.timerGraveyard.takeIfAny())
         }
-        if notify { notifyLoop() }
+        if notify { notifyLoop() }  // first: a big release must not delay the wake-up
         if var dropped { releaseDropped(&dropped) }
         return result
     }

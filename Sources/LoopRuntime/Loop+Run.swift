@@ -140,13 +140,9 @@ extension Loop {
         notifyObservers(.exit, of: run)  // SPEC R17
         if recordsRun || isInstrumented { instrumentRunEnded(run) }
         dropStaleObserverSnapshots()  // an observer removed meanwhile is let go of by now
-        // Entries dropped since the last pass's timer step (by its callouts, say): the loop may not
-        // run again for a long time.
-        dropped = lock.withLock {
-            state.popRunCall()
-            return state.timerGraveyard.takeIfAny()
-        }
-        if var dropped { releaseDropped(&dropped) }
+        // With the entries dropped since the last pass's timer step (by its callouts, say): the
+        // loop may not run again for a long time.
+        withLockReleasingDroppedTimers { state.popRunCall() }
         return result.unsafelyUnwrapped
     }
 

@@ -1,5 +1,4 @@
 import CLoopRuntimeShims
-import Dispatch
 
 extension Loop {
     /// Adds `timer` to `mode` (every common mode for ``Mode/common``, SPEC R63).
@@ -72,15 +71,12 @@ extension Loop {
     ///
     /// - Important: Safe from any thread.
     public func nextFireDate(in mode: Mode) -> ContinuousClock.Instant? {
-        let (date, dropped): (ContinuousClock.Instant?, [TimerHeap.Entry]?) = lock.withLock {
+        withLockReleasingDroppedTimers {  // and the stale entries it pruned
             let modes =
                 mode == .common
                 ? state.commonModes.compactMap { state.modes[$0] } : [state.modes[mode]].compactMap { $0 }
-            let date = modes.compactMap { $0.timerHeap.earliestFireDate() }.min().map(LoopTime.instant)
-            return (date, state.timerGraveyard.takeIfAny())
+            return modes.compactMap { $0.timerHeap.earliestFireDate() }.min().map(LoopTime.instant)
         }
-        if var dropped { releaseDropped(&dropped) }  // the stale entries it pruned
-        return date
     }
 
     /// The number of timers in `mode` (for ``Mode/common``: the number of common timers). A timer
@@ -278,6 +274,16 @@ extension Loop {
         let count = dead.count
         TimerHeap.release(&dead)
         FreeMemoryReturn.noteReleased(count)
+    }
+
+    /// Runs `body` under the loop's lock, then gives back, after unlocking, the timer entries that
+    /// were dropped and not released yet (by `body` or before it): for locked sections after
+    /// which no timer step of a pass may come for a long time.
+    @inline(__always)
+    func withLockReleasingDroppedTimers<R>(_ body: () -> R) -> R {
+        let (result, dropped) = lock.withLock { (body(), state.timerGraveyard.takeIfAny()) }
+        if var dropped { releaseDropped(&dropped) }
+        return result
     }
 
     /// How many due timers ahead `fireDueTimers` prefetches: enough to cover a memory latency with

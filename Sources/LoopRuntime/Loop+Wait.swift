@@ -56,11 +56,9 @@ extension Loop {
     @inline(never)
     private func blockOrPoll(_ run: RunContext) {
         dropStaleObserverSnapshots()  // not kept through a long sleep
-        let (sleeps, dropped) = lock.withLock { (enterSleep(run), state.timerGraveyard.takeIfAny()) }
         // Nor are the stale timer entries the wait's deadline pruned. Their release may run user
         // code (a deinit), which may notify the loop: then `fallAsleep` keeps it awake.
-        if var dropped { releaseDropped(&dropped) }
-        guard sleeps else {
+        guard withLockReleasingDroppedTimers({ enterSleep(run) }) else {
             consumeNotification()
             if run.mode.mayHaveDescriptorSources { pollDescriptors(run) }
             return

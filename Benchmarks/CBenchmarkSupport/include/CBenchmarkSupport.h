@@ -16,8 +16,4 @@ void cbench_thread_usage(double *cpu_microseconds, double *context_switches);
 /// a timed figure into the code's own work and the kernel's.
 void cbench_thread_split(double *user_microseconds, double *system_microseconds, double *minor_faults);
 
-/// Hands the allocator's free memory back to the system (glibc's malloc_trim), so that a resident
-/// figure taken next counts only memory in use.
-void cbench_return_free_memory(void);
-
 #endif
