@@ -220,10 +220,15 @@ extension Loop {
             let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
             if records && releaseAfterBatch { loopThread.timePassed() }  // sorting it took time
             due.withUnsafeBufferPointer { batch in
-                // Visible to the nested runs of the callouts (not retained: unchanged meanwhile).
-                loopThread.timerBatches.push((batch, Unmanaged.passUnretained(run.mode)))
+                // Visible to the nested runs of the callouts: only the entries after the one firing,
+                // whose references the batch still owns (a small batch gives each back right after
+                // its callout, and the timer may be gone then). Not retained: the buffer is
+                // unchanged meanwhile, and this pass outlives its callouts' nested runs.
+                let mode = Unmanaged.passUnretained(run.mode)
+                loopThread.timerBatches.push((UnsafeBufferPointer(rebasing: batch[...]), mode))
                 defer { loopThread.timerBatches.pop() }
                 for index in batch.indices {
+                    loopThread.timerBatches.replaceTop((UnsafeBufferPointer(rebasing: batch[(index + 1)...]), mode))
                     // A big batch touches a timer object per entry in deadline order, not memory
                     // order: start loading the ones a few entries ahead so the misses overlap.
                     if index + Self.prefetchDistance < batch.count {
@@ -248,7 +253,8 @@ extension Loop {
     /// A nested run in the mode of an outer pass that is firing its due timers fires those of them
     /// that are still waiting for their turn, as CFRunLoop does (SPEC R42 skips only the timer
     /// that is firing); the outer pass then finds their entries stale. Each is added with a
-    /// retain of its own, in date order. Lock held.
+    /// retain of its own, in date order. An outer batch shows only the entries after the one it
+    /// is firing (see `fireDueTimers`): those before may have been given back already. Lock held.
     private func addOuterBatches(of mode: ModeState, asOf now: Int64, to due: inout [TimerHeap.Entry]) {
         let start = due.count
         let modeAddress = Unmanaged.passUnretained(mode).toOpaque()

@@ -123,6 +123,41 @@ struct TimerBatchTests {
         #expect(!fired.value)
     }
 
+    /// Memory safety (issue #31, case 1): a small batch gives each entry's reference back right
+    /// after its callout, so a nested run in the same mode must look only at the entries still
+    /// waiting their turn — never at one already given back, whose timer may be gone. Under
+    /// AddressSanitizer the old code read the freed first timer here (heap-use-after-free).
+    @Test("R42 R35 a nested run in a timer's callout fires the batch's waiting timers, never one already let go of")
+    func nestedRunSkipsReleasedEntries() {
+        let (loop, waiter) = makeManualLoop()
+        loop.add(keepAliveSource(), forMode: .default)
+        let trace = Trace()
+        let released = Flag()
+        // First in the batch, held by the loop alone: freed right after its callout.
+        do {
+            let probe = DeinitProbe { released.set(true) }
+            loop.perform(after: .zero) {
+                _ = probe
+                trace.append("first")
+            }
+        }
+        let due = waiter.virtualNow
+        loop.add(
+            LoopTimer(fireAt: due) { _ in
+                trace.append("modal")
+                // A modal loop in the same mode: fires the batch's timers still waiting (SPEC R42).
+                trace.append("nested:\(loop.run(.default, for: .zero))")
+                trace.append(released.value ? "first-released" : "first-held")
+            }, forMode: .default)
+        let waiting = LoopTimer(fireAt: due) { _ in trace.append("waiting") }
+        loop.add(waiting, forMode: .default)
+        #expect(loop.run(.default, for: .zero) == .timedOut)
+        // The waiting timer fires once, in the nested run; the outer batch then finds it stale.
+        #expect(trace.text == "first modal waiting nested:timedOut first-released")
+        #expect(!waiting.isValid)
+        #expect(loop.timerCount(in: .default) == 0)
+    }
+
     @Test("M5 a positive interval below a nanosecond still repeats, at loop time's resolution")
     func subNanosecondInterval() {
         let (loop, waiter) = makeManualLoop()

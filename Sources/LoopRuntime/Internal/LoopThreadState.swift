@@ -23,7 +23,8 @@ final class LoopThreadState {
     /// callout's nested run performs those still signalled too, as CFRunLoop does). Each is the
     /// buffer of an outer pass's batch, which that pass neither changes nor frees while it is here.
     @exclusivity(unchecked) var sourceBatches = BatchStack<UnsafeBufferPointer<LoopSource>>()
-    /// The same for due timers: each outer batch and the mode its entries were popped from.
+    /// The same for due timers: the entries of each outer batch still waiting their turn (their
+    /// references still owned by the batch) and the mode they were popped from.
     @exclusivity(unchecked) var timerBatches =
         BatchStack<(entries: UnsafeBufferPointer<TimerHeap.Entry>, mode: Unmanaged<ModeState>)>()
     /// A run call has been made on this loop at least once.
@@ -99,6 +100,12 @@ struct BatchStack<Element> {
 
     mutating func push(_ element: Element) {
         if let top { below.append(top) }
+        top = element
+    }
+
+    /// Replaces the innermost batch (a pass moving through its batch). The stack is not empty.
+    @inline(__always)
+    mutating func replaceTop(_ element: Element) {
         top = element
     }
 
