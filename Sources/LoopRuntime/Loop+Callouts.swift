@@ -3,40 +3,56 @@
 #endif
 
 // The callout gate: after `invalidate()` returns, an item's handler is neither running nor about to
-// run (on another thread than the one that invalidated it).
+// run (on another thread than the one that invalidated it). One rule for the four kinds of item
+// whose handlers a loop calls — timers, signalled sources, descriptor sources and observers:
 //
-// Before it calls a source's, descriptor source's or timer's handler, the loop thread publishes the
-// item in `calloutItem` and only then checks that the item is still valid; `invalidate()` marks the
-// item invalid and only then looks at `calloutItem` of its loop, waiting while it names the item.
-// Both sides use sequentially consistent operations (or the item's lock), so at least one sees the
-// other: either the loop sees the item invalid and skips the call, or `invalidate()` sees the call
-// and waits for it to return. Invalidating from the loop's own thread (the handler itself, or
-// another callout) never waits. A callout that starts a nested run hands the gate to the nested
-// run's callouts until they return; waiting for the outer one then ends early — documented at the
-// items' `invalidate()`.
+// - The loop's thread calls a handler only through `callout(of:_:)`: it publishes the item in
+//   `calloutItem`, and only then checks that the item is still valid.
+// - `invalidate()` marks the item invalid, detaches it from its loop, and only then looks at
+//   `calloutItem` of that loop, waiting while it names the item (`detachInvalidated(from:)`).
+//
+// Both sides use sequentially consistent operations, so at least one sees the other: either the
+// loop sees the item invalid and skips the call, or `invalidate()` sees the call and waits for it
+// to return. Invalidating from the loop's own thread (the handler itself, or another callout)
+// never waits. A callout that starts a nested run hands the gate to the nested run's callouts
+// until they return; waiting for the outer one then ends early — documented at the items'
+// `invalidate()`.
+
+/// An item whose handler a loop calls behind the callout gate (see above).
+protocol LoopCalloutItem: AnyObject {
+    /// The item's validity, read by the gate with sequentially consistent ordering (the item's
+    /// `invalidate()` writes it so).
+    var isValidForCallout: Bool { get }
+    /// Removes the invalidated item from every mode of `loop` (its part of `invalidate()`).
+    func leaveModes(of loop: Loop)
+}
+
+extension LoopCalloutItem {
+    /// The invalidation half of the gate: called by `invalidate()` after it marked the item invalid
+    /// (a sequentially consistent store). Detaches it from `loop`, then waits until a callout of
+    /// it that the loop's thread had already begun returns (never on the loop's own thread).
+    func detachInvalidated(from loop: Loop) {
+        leaveModes(of: loop)
+        loop.waitForCallout(of: self)
+    }
+}
 
 extension Loop {
-    /// Publishes `item` as the handler about to run and re-checks `isValid`; returns the previous
-    /// occupant to give to ``endCallout(restoring:)``, or `nil` (and no callout) if the item is no
-    /// longer valid. Loop thread only.
+    /// Calls `handler` as the callout of `item`, unless the item is no longer valid; returns
+    /// whether it called it. Loop thread only.
     @inline(__always)
-    func beginCallout(_ item: AnyObject, isValid: () -> Bool) -> UInt? {
+    func callout<Item: LoopCalloutItem>(of item: Item, _ handler: () -> Void) -> Bool {
         let previous = calloutItem.exchange(
             UInt(bitPattern: ObjectIdentifier(item)), ordering: .sequentiallyConsistent)
-        if isValid() { return previous }
+        let called = item.isValidForCallout
+        if called { handler() }
         calloutItem.store(previous, ordering: .releasing)
-        return nil
+        return called
     }
 
-    /// Ends a callout begun by ``beginCallout(_:isValid:)``. Loop thread only.
-    @inline(__always)
-    func endCallout(restoring previous: UInt) {
-        calloutItem.store(previous, ordering: .releasing)
-    }
-
-    /// Called by `invalidate()` after marking `item` invalid: waits until a callout of `item` that
-    /// the loop's thread had already begun returns. Never waits on the loop's own thread.
-    func waitForCallout(of item: AnyObject) {
+    /// Waits until a callout of `item` that the loop's thread had already begun returns. Never
+    /// waits on the loop's own thread.
+    fileprivate func waitForCallout(of item: AnyObject) {
         let id = UInt(bitPattern: ObjectIdentifier(item))
         guard calloutItem.load(ordering: .sequentiallyConsistent) == id, !owner.isCurrent else { return }
         var rounds = 0

@@ -286,13 +286,13 @@ extension Loop {
                 // thread, may have changed it (`setEvents`) since the readiness was collected.
                 let events = collected.intersection(source.events.union([.error, .hangUp]))
                 // The callout gate (Loop+Callouts.swift): `invalidate()` from another thread waits.
-                guard !events.isEmpty,
-                    let previous = beginCallout(
-                        source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
-                else { continue }
-                let recorded = records && instrumentCalloutBegins(.descriptorSource, label: source.label)
-                source.handler(source, events)
-                endCallout(restoring: previous)
+                guard !events.isEmpty else { continue }
+                var recorded = false
+                let called = callout(of: source) {
+                    recorded = records && instrumentCalloutBegins(.descriptorSource, label: source.label)
+                    source.handler(source, events)
+                }
+                guard called else { continue }
                 if recorded { instrumentCalloutEnded() }
                 loopThread.timePassed()
                 handled = true

@@ -193,12 +193,14 @@ extension Loop {
         return observer.isValid && !observer.isInCallout
     }
 
-    /// Calls an observer that ``hears(_:_:)`` the activity.
+    /// Calls an observer that ``hears(_:_:)`` the activity, behind the callout gate
+    /// (Loop+Callouts.swift): `invalidate()` from another thread waits for the handler to return.
     @inline(__always)
     private func call(_ observer: LoopObserver, _ activity: Activity) {
         observer.isInCallout = true
-        observer.handler(observer, activity)
+        let called = callout(of: observer) { observer.handler(observer, activity) }
         observer.isInCallout = false
+        guard called else { return }
         if !observer.repeats { observer.invalidate() }  // SPEC R28
         // A user's observer may have run for any time: the clock is read again when next needed
         // (by the observers after it, too). Recording observers (the activity stream) return at

@@ -204,13 +204,14 @@ extension Loop {
                     }
                     let source = batch[index]
                     // SPEC R49: skipped if invalidated before its turn (merely removed: still performed).
-                    guard source.isValid, source.consumeSignal(),
-                        let previous = beginCallout(
-                            source, isValid: { source.valid.load(ordering: .sequentiallyConsistent) })
-                    else { continue }
-                    let recorded = records && instrumentCalloutBegins(.source, label: source.label)
-                    source.performHandler()
-                    endCallout(restoring: previous)
+                    guard source.isValid, source.consumeSignal() else { continue }
+                    // The callout gate (Loop+Callouts.swift): `invalidate()` from another thread waits.
+                    var recorded = false
+                    let called = callout(of: source) {
+                        recorded = records && instrumentCalloutBegins(.source, label: source.label)
+                        source.performHandler()
+                    }
+                    guard called else { continue }
                     if recorded { instrumentCalloutEnded() }
                     handled = true
                     loopThread.timePassed()

@@ -314,18 +314,20 @@ extension Loop {
         guard let serviced else { return }
 
         // The callout gate (Loop+Callouts.swift): `invalidate()` from another thread waits for it.
-        guard let previous = beginCallout(timer, isValid: { timer.isValid }) else {
+        var recorded = false
+        let called = callout(of: timer) {
+            recorded =
+                records
+                && instrumentCalloutBegins(.timer, label: timer.label, lateness: loopThread.now(waiter) - serviced)
+            timer.handler(timer)
+        }
+        guard called else {
             // Invalidated meanwhile: leave every mode now, while the timer is still marked firing
             // (it has no live entries to retire); the invalidation's own removal then finds
             // nothing left to do.
             change { endFiring(ofInvalid: timer, &$0) }
             return
         }
-        let recorded =
-            records
-            && instrumentCalloutBegins(.timer, label: timer.label, lateness: loopThread.now(waiter) - serviced)
-        timer.handler(timer)
-        endCallout(restoring: previous)
         if recorded { instrumentCalloutEnded() }
         loopThread.timePassed()
         // After the callout: SPEC R37 counts from the real now.

@@ -239,9 +239,13 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
             return $0.loop
         }
-        loop?.removeInvalidated(self)
-        loop?.waitForCallout(of: self)
+        loop.map(detachInvalidated(from:))
     }
+}
+
+extension LoopDescriptorSource: LoopCalloutItem {
+    var isValidForCallout: Bool { valid.load(ordering: .sequentiallyConsistent) }
+    func leaveModes(of loop: Loop) { loop.removeInvalidated(self) }
 }
 
 extension LoopDescriptorSource: LoopBoundItem {

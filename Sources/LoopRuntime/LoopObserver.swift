@@ -115,15 +115,26 @@ public final class LoopObserver: @unchecked Sendable {
     /// Detaches the observer from every mode of its loop; it is never called again, even if it is
     /// waiting its turn in the notification under way (SPEC R27, R31). Idempotent.
     ///
+    /// When it returns, the handler is not running and will not run again — unless you call it on
+    /// the loop's thread (from the handler itself or another callout: it returns at once), or while
+    /// the handler runs a nested run of the loop. Called on another thread while the loop is in the
+    /// middle of the handler, it waits for the handler to return; so the handler must not wait for
+    /// the thread that invalidates it.
+    ///
     /// - Important: Safe from any thread, including the observer's own handler.
     public func invalidate() {
         let loop: Loop? = withShared {
             guard valid.load(ordering: .relaxed) else { return nil }
-            valid.store(false, ordering: .releasing)
+            valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
             return $0.loop
         }
-        loop?.removeInvalidated(self)
+        loop.map(detachInvalidated(from:))
     }
+}
+
+extension LoopObserver: LoopCalloutItem {
+    var isValidForCallout: Bool { valid.load(ordering: .sequentiallyConsistent) }
+    func leaveModes(of loop: Loop) { loop.removeInvalidated(self) }
 }
 
 extension LoopObserver: LoopBoundItem {

@@ -126,10 +126,7 @@ public final class LoopSource: @unchecked Sendable {
             valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
             return $0.values.compactMap(\.loop)
         }
-        for loop in loops {
-            loop.removeInvalidated(self)
-            loop.waitForCallout(of: self)
-        }
+        for loop in loops { detachInvalidated(from: loop) }
     }
 
     /// Clears the signal before a perform (SPEC R46); false if there was none to clear (another loop
@@ -137,4 +134,9 @@ public final class LoopSource: @unchecked Sendable {
     func consumeSignal() -> Bool {
         signalSequence.exchange(0, ordering: .acquiringAndReleasing) != 0
     }
+}
+
+extension LoopSource: LoopCalloutItem {
+    var isValidForCallout: Bool { valid.load(ordering: .sequentiallyConsistent) }
+    func leaveModes(of loop: Loop) { loop.removeInvalidated(self) }
 }

@@ -43,8 +43,8 @@ import Synchronization
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
     // Thread-safety: `intervalNanoseconds`, `handler` and `hasLabel` are immutable (a label lives in
-    // `TimerLabels`, under its lock). `binding` and `valid` are
-    // guarded by the timer's stripe lock. So is `schedule`; once the timer is bound, `schedule`
+    // `TimerLabels`, under its lock). `binding` and `schedule` are guarded by the timer's stripe
+    // lock; `valid` is an atomic that changes only under it. Once the timer is bound, `schedule`
     // is written only with the bound loop's lock held too (`Loop.reschedule`, a firing's end), so
     // that loop may read it under its own lock alone (`boundSchedule`). `modes`, `generation`,
     // `isFiring` and `sequence` are guarded by the lock of the loop the timer is bound to (only
@@ -71,8 +71,10 @@ public final class LoopTimer: @unchecked Sendable {
     @exclusivity(unchecked) private var schedule: Schedule
     /// Guarded by the stripe lock.
     @exclusivity(unchecked) private var binding = LoopBinding()
-    /// Guarded by the stripe lock.
-    @exclusivity(unchecked) private var valid = true
+    /// Changes only with the stripe lock held (sequentially consistent: the callout gate reads it
+    /// without the lock, Loop+Callouts.swift); read under that lock, or alone by `isValid` and the
+    /// gate.
+    private let valid = Atomic<Bool>(true)
 
     /// Runs `body` with the timer's stripe lock held. Never nest two.
     @inline(__always)
@@ -84,12 +86,12 @@ public final class LoopTimer: @unchecked Sendable {
     /// bound timer, only with the bound loop's lock held (the access counts as a write).
     @inline(__always)
     func withValidSchedule<R>(_ body: (inout Schedule) -> R) -> R? {
-        withStripeLock { valid ? body(&schedule) : nil }
+        withStripeLock { valid.load(ordering: .relaxed) ? body(&schedule) : nil }
     }
 
     /// Marks the timer invalid (a one-shot after its callout, SPEC R36). Bound loop's lock held.
     func markInvalid() {
-        withStripeLock { valid = false }
+        withStripeLock { valid.store(false, ordering: .sequentiallyConsistent) }
     }
 
     /// The schedule of a bound timer, read by its loop with only the loop's lock held (see the
@@ -197,14 +199,14 @@ public final class LoopTimer: @unchecked Sendable {
     /// False once the timer was invalidated, explicitly or after a one-shot fired.
     ///
     /// - Important: Safe from any thread.
-    public var isValid: Bool { withStripeLock { valid } }
+    public var isValid: Bool { valid.load(ordering: .acquiring) }
 
     /// The next fire date, or `nil` for an invalid timer (SPEC R32).
     ///
     /// - Important: Safe from any thread.
     public var fireDate: ContinuousClock.Instant? {
         withStripeLock {  // reads only
-            guard valid else { return nil }
+            guard valid.load(ordering: .relaxed) else { return nil }
             guard schedule.isDelay else { return LoopTime.instant(schedule.fireDate) }
             return LoopTime.instant(LoopTime.adding(schedule.fireDate, to: LoopTime.now()))
         }
@@ -252,19 +254,18 @@ public final class LoopTimer: @unchecked Sendable {
     /// - Important: Safe from any thread, including the timer's own handler.
     public func invalidate() {
         let loop: Loop? = withStripeLock {
-            guard valid else { return nil }
-            valid = false
+            guard valid.load(ordering: .relaxed) else { return nil }
+            valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
             return binding.loop
         }
-        loop?.removeInvalidated(self)
-        loop?.waitForCallout(of: self)
+        loop.map(detachInvalidated(from:))
     }
 
     /// Applies a change to the schedule, through the loop when the timer is bound to one so its
     /// heaps and armed deadline follow.
     private func update(_ change: (inout Schedule) -> Void) {
         let loop: Loop? = withStripeLock {
-            guard valid else { return nil }
+            guard valid.load(ordering: .relaxed) else { return nil }
             if !binding.isBound {
                 change(&schedule)
                 return nil
@@ -283,12 +284,17 @@ public final class LoopTimer: @unchecked Sendable {
     }
 }
 
+extension LoopTimer: LoopCalloutItem {
+    var isValidForCallout: Bool { valid.load(ordering: .sequentiallyConsistent) }
+    func leaveModes(of loop: Loop) { loop.removeInvalidated(self) }
+}
+
 extension LoopTimer: LoopBoundItem {
     static var itemName: String { "LoopTimer" }
     static var bindingRule: String { "R33" }
 
     func withBinding<R>(_ body: (inout LoopBinding, _ isValid: Bool) -> R) -> R {
-        withStripeLock { body(&binding, valid) }
+        withStripeLock { body(&binding, valid.load(ordering: .relaxed)) }
     }
 
     /// Resolves the delay of a timer made with `init(after:)` on its loop's clock. Stripe lock held.

@@ -238,30 +238,88 @@ struct LoopLifecycleTests {
         worker.join()
     }
 
-    @Test("After invalidate() returns on another thread, the handler is not running and never runs again (×300)")
-    func invalidateWaitsForRunningCallout() throws {
-        for _ in 0..<300 {
+    /// The one callout gate (Loop+Callouts.swift) for the four kinds of item with a handler. An
+    /// observer's `invalidate()` did not wait before issue #31 (case 2): it returned while the
+    /// handler still ran, so whatever the handler used could be freed under it.
+    @Test(
+        "After invalidate() returns on another thread, the handler is not running and never runs again (×150 each)",
+        arguments: GatedItemKind.allCases)
+    func invalidateWaitsForRunningCallout(kind: GatedItemKind) throws {
+        for _ in 0..<150 {
             let thread = try LoopThread(name: "gate")
             let inHandler = Flag()
             let calls = AtomicCount()
-            let source = LoopSource {
+            let handler: @Sendable () -> Void = {
                 inHandler.set(true)
                 calls.increment()
                 for _ in 0..<200 { sched_yield() }
                 inHandler.set(false)
             }
-            thread.loop.add(source, forMode: .common)
-            source.signal()
-            while calls.value == 0 { sched_yield() }
-            source.signal()
-            source.invalidate()
+            let item = try kind.make(on: thread.loop, handler)
+            while calls.value == 0 {
+                item.trigger()
+                sched_yield()
+            }
+            item.trigger()
+            item.invalidate()
             let after = calls.value
             #expect(!inHandler.value)
-            source.signal()
+            item.trigger()
+            try thread.perform(waitUntilDone: true) {}  // a pass that would call it, were it still there
             thread.shutdown()
             #expect(calls.value == after)
+            item.close()
         }
     }
+}
+
+/// The kinds of item whose handler a loop calls behind the callout gate.
+enum GatedItemKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case source, timer, descriptorSource, observer
+
+    var testDescription: String { rawValue }
+
+    /// An item of this kind in `loop`'s common modes, calling `handler` whenever it is triggered.
+    func make(on loop: Loop, _ handler: @escaping @Sendable () -> Void) throws -> GatedItem {
+        switch self {
+        case .source:
+            let source = LoopSource(perform: handler)
+            loop.add(source, forMode: .common)
+            return GatedItem(trigger: source.signal, invalidate: source.invalidate)
+        case .timer:
+            let timer = LoopTimer(fireAt: .now, interval: .microseconds(100)) { _ in handler() }
+            loop.add(timer, forMode: .common)
+            return GatedItem(trigger: {}, invalidate: timer.invalidate)
+        case .descriptorSource:
+            // A pipe with a byte in it stays readable: every pass performs the source.
+            var ends: [Int32] = [0, 0]
+            try #require(pipe(&ends) == 0)
+            var byte: UInt8 = 1
+            try #require(write(ends[1], &byte, 1) == 1)
+            let source = LoopDescriptorSource(descriptor: ends[0], events: .readable) { _, _ in handler() }
+            try loop.add(source, forMode: .common)
+            let (reader, writer) = (ends[0], ends[1])
+            return GatedItem(
+                trigger: {}, invalidate: source.invalidate,
+                close: {
+                    close(reader)
+                    close(writer)
+                })
+        case .observer:
+            let observer = LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, _ in handler() }
+            loop.add(observer, forMode: .common)
+            return GatedItem(trigger: { _ = loop.perform {} }, invalidate: observer.invalidate)
+        }
+    }
+}
+
+/// An item behind the callout gate, as `GatedItemKind.make` made it.
+struct GatedItem {
+    /// Makes the loop call the handler soon (a signal, a wake-up; nothing for items it calls anyway).
+    let trigger: @Sendable () -> Void
+    let invalidate: @Sendable () -> Void
+    /// Gives back what the item used (a descriptor source's pipe), after the loop has ended.
+    var close: () -> Void = {}
 }
 
 /// Runs `body` when released.

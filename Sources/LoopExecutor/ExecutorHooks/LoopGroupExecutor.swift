@@ -40,18 +40,25 @@
         /// One loop of the group: its job queue, its delayed jobs, and how many of its jobs wait.
         fileprivate final class Lane: Sendable {
             let loop: Loop
+            let load = LaneLoad()
             // Set once in the group's init, before the executor is shared.
             nonisolated(unsafe) var queue: LoopJobQueue!
             nonisolated(unsafe) var delayedJobs: DelayedJobs!
+            /// Spins before the loop blocks (see `spinBeforeWaiting`) and tracks `load.blocked`.
+            nonisolated(unsafe) var spinner: LoopObserver!
+            init(loop: Loop) { self.loop = loop }
+        }
+
+        /// How busy a lane's loop is: shared by the lane, its job runner and its spinner, which
+        /// hold it strongly (the spinner may still be finishing a callout on its loop's thread
+        /// while the executor goes away).
+        fileprivate final class LaneLoad: Sendable {
             /// Jobs queued and not yet run: enqueue adds, the loop's runner subtracts. Read by
             /// enqueues on this lane's thread to decide whether to keep a job local.
             let depth = Atomic<Int>(0)
             /// The loop is blocked in the kernel (or about to be): a job sent here from outside the
-            /// group would have to wake its thread. Written by the loop's observer.
+            /// group would have to wake its thread. Written by the loop's spinner.
             let blocked = Atomic<Bool>(false)
-            /// Spins before the loop blocks (see `spinBeforeWaiting`) and tracks `blocked`.
-            nonisolated(unsafe) var spinner: LoopObserver!
-            init(loop: Loop) { self.loop = loop }
         }
 
         /// How long a group loop that runs out of jobs keeps looking for the next one before it
@@ -79,33 +86,39 @@
             self.group = group
             lanes = group.threads.map { thread in
                 let lane = Lane(loop: thread.loop)
-                // Unowned: a queue keeps its executor alive while it has jobs (`keeping:`), and the
-                // executor holds its lanes.
+                let load = lane.load
+                // `self` unowned(unsafe) (no retain per job): a queue keeps its executor alive
+                // while it has jobs (`keeping:`), so the executor outlives every job it runs.
                 lane.queue = LoopJobQueue(loop: lane.loop, modes: [.common], label: "default executor") {
-                    [unowned(unsafe) self, unowned(unsafe) lane] job in
-                    lane.depth.subtract(1, ordering: .relaxed)
+                    [unowned(unsafe) self] job in
+                    load.depth.subtract(1, ordering: .relaxed)
                     job.runSynchronously(on: self.asUnownedTaskExecutor())
                 }
+                // Strong captures only: `deinit` invalidates the spinner, and the callout gate makes
+                // that wait for a spin under way on the loop's thread; nothing it uses is freed
+                // under it either way. (The loop → observer → loop cycle ends at that invalidation.)
+                let loop = lane.loop
                 lane.spinner = LoopObserver(
                     activities: [.beforeWaiting, .afterWaiting], label: "default executor spin"
-                ) {
-                    [unowned(unsafe) lane] _, activity in
+                ) { _, activity in
                     guard activity == .beforeWaiting else {
-                        lane.blocked.store(false, ordering: .relaxed)
+                        load.blocked.store(false, ordering: .relaxed)
                         return
                     }
                     // Never past the loop's next timer: the spin must not make a timer late.
                     var deadline = ContinuousClock.now + Self.spinBeforeWaiting
-                    if let mode = lane.loop.currentMode, let next = lane.loop.nextFireDate(in: mode), next < deadline {
+                    if let mode = loop.currentMode, let next = loop.nextFireDate(in: mode), next < deadline {
                         deadline = next
                     }
-                    while lane.depth.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline {}
-                    if lane.depth.load(ordering: .relaxed) == 0 { lane.blocked.store(true, ordering: .relaxed) }
+                    while load.depth.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline {}
+                    if load.depth.load(ordering: .relaxed) == 0 { load.blocked.store(true, ordering: .relaxed) }
                 }
                 lane.loop.add(lane.spinner, forMode: .common)
+                // Unowned(unsafe) like the runner: a delayed job keeps the executor alive until it
+                // fires or is dropped (`keeping:` in `schedule`), and the executor holds its lanes.
                 lane.delayedJobs = DelayedJobs(loop: lane.loop, modes: [.common]) {
                     [unowned(unsafe) self, unowned(unsafe) lane] job in
-                    lane.depth.add(1, ordering: .relaxed)
+                    load.depth.add(1, ordering: .relaxed)
                     lane.queue.enqueue(job, keeping: self)
                 }
                 return lane
@@ -144,7 +157,7 @@
                 if let keepAlive = lane.delayedJobs.noteEnqueue(job) { returning = (lane.delayedJobs, keepAlive) }
             }
             let lane = enqueueLane()
-            lane.depth.add(1, ordering: .relaxed)
+            lane.load.depth.add(1, ordering: .relaxed)
             lane.queue.enqueue(job, keeping: self)
             if let returning { returning.jobs.sleeperArrived(returning.keepAlive) }
         }
@@ -180,11 +193,11 @@
         /// a burst spreads over the group.
         @inline(__always)
         private func enqueueLane() -> Lane {
-            if let lane = currentLane(), lane.depth.load(ordering: .relaxed) < Self.localQueueLimit { return lane }
+            if let lane = currentLane(), lane.load.depth.load(ordering: .relaxed) < Self.localQueueLimit { return lane }
             let start = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
             for offset in 0..<lanes.count {
                 let lane = lanes[Int(UInt(bitPattern: start &+ offset) % UInt(lanes.count))]
-                if !lane.blocked.load(ordering: .relaxed) && lane.depth.load(ordering: .relaxed) < Self.localQueueLimit
+                if !lane.load.blocked.load(ordering: .relaxed) && lane.load.depth.load(ordering: .relaxed) < Self.localQueueLimit
                 {
                     return lane
                 }

@@ -1,0 +1,60 @@
+// LoopGroupExecutor instances of a test's own (ExperimentalExecutorHooks trait): built and run only
+// with `swift test --traits ExperimentalExecutorHooks`. The process-wide default executor is
+// checked by ExecutorHookChecks.
+#if ExperimentalExecutorHooks && compiler(>=6.3)
+    import LoopExecutor
+    import Synchronization
+    import Testing
+
+    @_spi(LoopExecutorSupport) @testable import LoopRuntime
+
+    #if canImport(Glibc)
+        import Glibc
+    #endif
+
+    @Suite("LoopGroupExecutor", .timeLimit(.minutes(2)))
+    struct LoopGroupExecutorTests {
+        /// Issue #31, case 2: the spinner captured its lane `unowned(unsafe)` and its invalidation
+        /// did not wait for a spin under way, so a release during a spin freed the lane under it
+        /// (a heap-use-after-free under AddressSanitizer).
+        @Test("An executor released while its loops spin before waiting leaves no spinner behind (×200)")
+        func releaseWhileSpinning() throws {
+            let group = try LoopThreadGroup(count: 2, name: "spin")
+            defer { group.shutdown() }
+            /// The executors' spinners in each loop's default mode.
+            func spinnerCounts() -> [Int] {
+                group.threads.map { thread in
+                    thread.loop.lock.withLock {
+                        let observers = thread.loop.state.modes[.default]?.observers ?? []
+                        return observers.filter { $0.label?.description == "default executor spin" }.count
+                    }
+                }
+            }
+            let spins = Atomic<Int>(0)
+            // Counts the passes that reach the wait: each is where a spinner spins.
+            let counters = group.threads.map { thread in
+                let counter = LoopObserver(activities: .beforeWaiting, order: .max) { _, _ in
+                    spins.add(1, ordering: .relaxed)
+                }
+                thread.loop.add(counter, forMode: .common)
+                return counter
+            }
+            for round in 0..<200 {
+                var executor: LoopGroupExecutor? = LoopGroupExecutor(group: group)
+                if round == 0 { #expect(spinnerCounts() == [1, 1]) }
+                // Wake both loops: each runs a pass and spins (up to 50 µs) before it waits again.
+                for thread in group.threads { _ = thread.loop.perform {} }
+                usleep(UInt32(round % 60))
+                executor = nil
+                _ = executor
+            }
+            // Every executor's spinner left its loop with the executor.
+            for thread in group.threads {
+                try thread.perform(waitUntilDone: true) {}
+            }
+            #expect(spins.load(ordering: .relaxed) > 0)
+            #expect(spinnerCounts() == [0, 0])
+            for counter in counters { counter.invalidate() }
+        }
+    }
+#endif
