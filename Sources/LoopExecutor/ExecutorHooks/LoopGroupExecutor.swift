@@ -197,8 +197,8 @@
             let start = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
             for offset in 0..<lanes.count {
                 let lane = lanes[Int(UInt(bitPattern: start &+ offset) % UInt(lanes.count))]
-                if !lane.load.blocked.load(ordering: .relaxed) && lane.load.depth.load(ordering: .relaxed) < Self.localQueueLimit
-                {
+                let load = lane.load
+                if !load.blocked.load(ordering: .relaxed) && load.depth.load(ordering: .relaxed) < Self.localQueueLimit {
                     return lane
                 }
             }
