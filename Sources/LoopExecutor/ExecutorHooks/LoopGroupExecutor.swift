@@ -198,7 +198,8 @@
             for offset in 0..<lanes.count {
                 let lane = lanes[Int(UInt(bitPattern: start &+ offset) % UInt(lanes.count))]
                 let load = lane.load
-                if !load.blocked.load(ordering: .relaxed) && load.depth.load(ordering: .relaxed) < Self.localQueueLimit {
+                if !load.blocked.load(ordering: .relaxed) && load.depth.load(ordering: .relaxed) < Self.localQueueLimit
+                {
                     return lane
                 }
             }
