@@ -32,14 +32,27 @@ import Synchronization
 // then waits for the resumer to release it. (Resuming only enqueues the task's job; no user code
 // runs inside the lock.)
 
-// Why a resumer takes a seal hold on the loop the resumed task will hop onto.
+// How a waiter pinned to a loop gets back onto it.
 //
-// A resumed continuation does not go straight to the awaiting actor's executor: the task is first
-// enqueued on the global pool, and only there hops onto the actor's executor — a job for the loop,
-// enqueued some time later. A shutdown that sealed the loop in between would turn that hop into a
-// job enqueued after the end (a trap). So whoever resumes a waiter whose isolation is pinned to a
-// loop first takes a hold on that loop (`Loop.holdSeal()`), and the task, once back in its
-// isolation, releases it; the drain does not seal while holds are out.
+// A continuation resumes its task on the generic executor — Swift's global pool, or the default
+// executor when `LoopExecutorFactory` installed one — and only from there does the task hop onto
+// the executor of its actor. For a waiter isolated to an actor pinned to a loop, that would make
+// the way back depend on another executor having a free thread: a synchronous `shutdown()` called
+// from the only free thread of that executor (a one-CPU cooperative pool, or the default
+// executor's own lane) would wait for a task that could never run, and a drain that did not wait
+// would end the loop before the task's hop arrived (a trap).
+//
+// So such a waiter does not wait in a continuation. It parks: it hops onto a `ParkingSpot`, an
+// actor that is its own executor and keeps the job it is handed instead of running it. Waking it
+// queues a block on the actor's loop that runs that job; the job's next step is the hop back onto
+// the actor, an enqueue made on the loop's own thread. The task never leaves the loop's hands: no
+// other thread, no global pool, and a loop that is draining accepts and runs both (blocks and
+// jobs are work, SPEC "Lifecycle").
+//
+// What is left is the wake-up itself when it is made on another thread than the loop's: a shutdown
+// must not seal the loop between the decision to wake and the block's enqueue. The waker holds
+// the seal (`Loop.holdSeal(for:)`) across that call, from the locked step that decided it; the
+// hold lasts as long as the waker's own few instructions, not as long as a task's way back.
 
 /// What a mailbox keeps for its consumer while the consumer is not waiting.
 protocol MailboxBuffer: Sendable {
@@ -67,8 +80,9 @@ struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
     /// The consumer task waiting for an element.
     struct Waiter: Sendable {
         let continuation: Continuation
-        /// The loop the task hops onto when resumed, if its isolation is pinned to one.
-        let hopTarget: Loop?
+        /// The executor of the task's isolation if it is a loop's: the task is parked, and woken
+        /// on that loop (see "How a waiter pinned to a loop gets back onto it").
+        let hopTarget: LoopExecutor?
         /// The task runs on the producer's loop thread, so each resumption costs that loop a pass:
         /// it is handed elements only at batch points (see `Loop.activities(_:in:buffering:)`).
         let takesBatches: Bool
@@ -84,8 +98,6 @@ struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
     private var buffer: Buffer
     /// Why the mailbox finished, for consumers that throw (a sleep): cancellation or a loop end.
     private(set) var failure: (any Error)?
-    /// The seal hold taken for the resumption in flight, released by the resumed task.
-    var held: Loop?
     /// What `finish` must undo: the end-handler registration and the producer (a timer, an
     /// observer). Set once the producer is attached.
     private var registration: Registration?
@@ -207,7 +219,23 @@ struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
 /// A single-consumer mailbox between a producer on a loop's thread and one consumer task.
 final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` only touched with `lock` held
     typealias Element = Buffer.Element
-    typealias State = MailboxState<Buffer, UnsafeContinuation<Element?, Never>>
+    typealias State = MailboxState<Buffer, Wake>
+
+    /// How a waiting consumer is woken.
+    enum Wake: Sendable {
+        /// A task waiting in a continuation (its isolation is not a loop's).
+        case continuation(UnsafeContinuation<Element?, Never>)
+        /// A task parked on the mailbox's parking spot (its isolation is a loop's).
+        case parked(ParkingSpot<Element>)
+
+        /// Hands `value` to the waiter and wakes it.
+        func callAsFunction(_ value: Element?) {
+            switch self {
+            case .continuation(let continuation): continuation.resume(returning: value)
+            case .parked(let spot): spot.wake(with: value)
+            }
+        }
+    }
 
     // The state and its lock live in the mailbox itself (not in a `Locked` box): one allocation
     // fewer per sleep. `storage` is only touched inside `withState`.
@@ -220,9 +248,13 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     private let finished = Atomic<Bool>(false)
     /// The loop whose thread produces the elements.
     let loop: Loop
+    /// See `parkingSpot(for:)`. Touched only by the consumer, one task at a time (a second
+    /// consumer traps before it gets here); its accesses are ordered by the mailbox's lock, which
+    /// each wait takes.
+    @exclusivity(unchecked) private var parking: ParkingSpot<Element>?
     /// The sequence's name and what it is, for the second-consumer trap ("LoopTicks", "tick
     /// sequence").
-    private let name: String
+    private let name: StaticString
     private let noun: String
     /// Whether the loop's end is an error for the consumer (a sleep) or just the end (a sequence).
     private let loopEndIsFailure: Bool
@@ -234,7 +266,7 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     private let waitsForATimer: Bool
 
     init(
-        on loop: Loop, buffer: Buffer, name: String, noun: String, loopEndIsFailure: Bool = false,
+        on loop: Loop, buffer: Buffer, name: StaticString, noun: String, loopEndIsFailure: Bool = false,
         batchesOnLoopThread: Bool = false, waitsForATimer: Bool = false
     ) {
         self.loop = loop
@@ -287,46 +319,48 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     /// The producer hands over an element (`nil`: none, only a batch point for a consumer taking
     /// batches). Dropped once the mailbox has finished.
     func send(_ element: Element?, isBatchPoint: Bool = false) {
-        withState { state in
-            if state.keepIfNobodyWaits(element) { return }
-            guard let resumption = state.send(element, isBatchPoint: isBatchPoint) else { return }
-            resume(resumption, in: &state)
+        let hold: ResumeHold? = withState { state in
+            if state.keepIfNobodyWaits(element) { return nil }
+            guard let resumption = state.send(element, isBatchPoint: isBatchPoint) else { return nil }
+            let hold = ResumeHold(for: resumption.waiter, holder: name)
+            resumption.waiter.continuation(resumption.value)
+            return hold
         }
+        hold?.release()
     }
 
     /// Ends the mailbox (see `MailboxState.finish`); the first end wins, with its `failure`.
     func finish(drain: Bool, failure: (any Error)? = nil) {
-        complete(withState { $0.finish(drain: drain, failure: failure) })
+        complete(withState { $0.finish(drain: drain, failure: failure).map(holding) })
     }
 
     /// Ends the mailbox with a last element (see `MailboxState.finish(delivering:)`).
     func finish(delivering element: Element) {
-        complete(withState { $0.finish(delivering: element) })
+        complete(withState { $0.finish(delivering: element).map(holding) })
+    }
+
+    /// An ending and the seal hold for its resumption, taken in the locked step that decided it
+    /// (see "How a resumed waiter gets back onto its loop").
+    private func holding(_ ending: State.Ending) -> (State.Ending, ResumeHold?) {
+        (ending, ending.resumption.flatMap { ResumeHold(for: $0.waiter, holder: name) })
     }
 
     /// Detaches the producer, then resumes the waiter: by the time a consumer is back from its
     /// `await`, the timer or observer is gone from the loop (a finished sleep leaves no timer).
-    private func complete(_ ending: State.Ending?) {
-        guard let ending else { return }
+    private func complete(_ ending: (State.Ending, ResumeHold?)?) {
+        guard let (ending, hold) = ending else { return }
         finished.store(true, ordering: .releasing)
         ending.registration?.undo()
         if let resumption = ending.resumption {
-            withState { resume(resumption, in: &$0) }
+            // Inside the lock (see "Why resume inside the lock").
+            withState { _ in resumption.waiter.continuation(resumption.value) }
         }
+        hold?.release()
     }
 
     /// The loop stopped accepting work: the consumer gets what is buffered, then the end.
     private func loopEnded() {
         finish(drain: true, failure: loopEndIsFailure ? LoopEndedError(loop: loop.description) : nil)
-    }
-
-    /// Resumes a waiter, taking a seal hold on the loop it hops onto first. Lock held (see above).
-    private func resume(_ resumption: State.Resumption, in state: inout State) {
-        // One consumer, one resumption in flight: the resumed task takes its hold out before it
-        // can wait again.
-        precondition(state.held == nil, "\(name): a seal hold of an earlier resumption was never released")
-        state.held = resumption.waiter.hopTarget.holdForResume()
-        resumption.waiter.continuation.resume(returning: resumption.value)
     }
 
     /// Waits for the next element in the caller's isolation; `nil` once the mailbox has finished,
@@ -354,31 +388,55 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
         } else {
             element = await wait(isolation: actor)
         }
-        // Taking the hold out also orders the resumer's work before ours (see above).
-        let (held, failure) = withState { ($0.held.take(), $0.failure) }
-        held?.releaseSealHold()
+        // Reading under the lock also orders the resumer's work before ours (see above).
+        let failure = withState { $0.failure }
         return (element, failure)
     }
 
     private func wait(isolation actor: isolated (any Actor)?) async -> Element? {
-        let hopTarget = hopTarget(of: actor)
         let takesBatches = batchesOnLoopThread && loop.isCurrentThread
-        // `isolation: actor` makes this closure capture the actor and so run isolated to it
-        // (SE-0420). Without it the closure ran on the global pool, and its return hopped back
-        // onto the actor: a job enqueued on a loop whose shutdown had already drained.
-        return await withUnsafeContinuation(isolation: actor) { continuation in
-            let waiter = State.Waiter(continuation: continuation, hopTarget: hopTarget, takesBatches: takesBatches)
-            switch withState({ $0.next(waiter) }) {
-            case .deliver(let element):
-                continuation.resume(returning: element)
-            case .suspend:
-                break
-            case .trapSecondConsumer:
-                preconditionFailure(
-                    "\(name): two tasks are waiting in next() on the same \(noun) of the \(loop) at once. An iterator belongs to one task; the second would silently replace the first, which would wait for ever. Give each consumer its own iterator (each iteration makes its own)."
-                )
+        guard let hopTarget = hopTarget(of: actor) else {
+            // `isolation: actor` makes this closure capture the actor and so run isolated to it
+            // (SE-0420). Without it the closure ran on the global pool, and its return hopped back
+            // onto the actor.
+            return await withUnsafeContinuation(isolation: actor) { continuation in
+                let waiter = State.Waiter(
+                    continuation: .continuation(continuation), hopTarget: nil, takesBatches: takesBatches)
+                if let element = next(waiter) { continuation.resume(returning: element) }
             }
         }
+        // Parked, and woken on the actor's loop (see "How a waiter pinned to a loop gets back
+        // onto it").
+        let spot = parkingSpot(for: hopTarget)
+        let waiter = State.Waiter(continuation: .parked(spot), hopTarget: hopTarget, takesBatches: takesBatches)
+        if let element = next(waiter) { return element }
+        await spot.park()
+        return spot.takeValue()
+    }
+
+    /// The state machine's answer to a consumer asking for the next element: the element to
+    /// deliver now, or `nil` once the waiter was registered (it is woken later).
+    private func next(_ waiter: State.Waiter) -> Element?? {
+        switch withState({ $0.next(waiter) }) {
+        case .deliver(let element):
+            return .some(element)
+        case .suspend:
+            return nil
+        case .trapSecondConsumer:
+            preconditionFailure(
+                "\(name): two tasks are waiting in next() on the same \(noun) of the \(loop) at once. An iterator belongs to one task; the second would silently replace the first, which would wait for ever. Give each consumer its own iterator (each iteration makes its own)."
+            )
+        }
+    }
+
+    /// The mailbox's parking spot for waiters pinned to `executor`'s loop: made at the first such
+    /// wait and kept for the next ones (a tick sequence waits again and again), one consumer at a
+    /// time. Only the consumer touches it.
+    private func parkingSpot(for executor: LoopExecutor) -> ParkingSpot<Element> {
+        if let spot = parking, spot.executor === executor { return spot }
+        let spot = ParkingSpot<Element>(executor)
+        parking = spot
+        return spot
     }
 }
 
@@ -419,18 +477,107 @@ struct SingleValue<Element: Sendable>: MailboxBuffer {
     mutating func removeAll() { value = nil }
 }
 
-/// The loop whose executor `isolation` runs on, if it is a ``LoopExecutor``: the loop a task
-/// waiting in that isolation hops onto when it is resumed.
-func hopTarget(of isolation: (any Actor)?) -> Loop? {
+/// The executor of `isolation` if it is a ``LoopExecutor``: a task waiting in that isolation is
+/// parked, and woken on that executor's loop (see "How a waiter pinned to a loop gets back onto
+/// it").
+func hopTarget(of isolation: (any Actor)?) -> LoopExecutor? {
     guard let isolation else { return nil }
-    return (isolation.unownedExecutor.asSerialExecutor() as? LoopExecutor)?.loop
+    return isolation.unownedExecutor.asSerialExecutor() as? LoopExecutor
 }
 
-extension Optional where Wrapped == Loop {
-    /// A seal hold on the wrapped loop for a waiter about to be resumed: the loop, if the hold was
-    /// taken (see above), to be released by the resumed task.
-    fileprivate func holdForResume() -> Loop? {
-        guard let loop = self, loop.holdSeal() else { return nil }
-        return loop
+/// Where a task isolated to an actor pinned to a loop waits for a mailbox: an actor that is its own
+/// executor and keeps the job it is handed — the waiting task, which hopped onto it to park —
+/// until the mailbox wakes it. Waking runs that job in a block on the loop of the task's executor;
+/// the job's next step is the hop back onto its actor, an enqueue on that same loop (see "How a
+/// waiter pinned to a loop gets back onto it").
+final actor ParkingSpot<Element: Sendable>: SerialExecutor {
+    // Thread-safety: `executor` is immutable; `slot` is a mutex. `parks` is isolated to the actor,
+    // which only its own (parked) jobs run on.
+
+    private struct Slot {
+        /// The parked task's job, once it has arrived.
+        var job: UnownedJob?
+        var isWoken = false
+        var value: Element?
+    }
+
+    /// The executor of the parked task's actor, whose loop runs it again.
+    nonisolated let executor: LoopExecutor
+    private let slot = Mutex(Slot())
+    /// Counts the parks: `park()` touches it so that the hop onto this actor does something on
+    /// it, which the optimizer must keep (a hop into an empty function is removed as dead).
+    private var parks = 0
+
+    init(_ executor: LoopExecutor) {
+        self.executor = executor
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { asUnownedSerialExecutor() }
+
+    /// Awaited from the task's actor: the hop here parks the task (`enqueue` keeps its job), and
+    /// it returns once woken and back on the task's actor.
+    func park() {
+        parks &+= 1
+    }
+
+    /// The parked task's job: kept until `wake`, or run at once if the wake-up came first.
+    nonisolated func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let wokenAlready = slot.withLock { slot in
+            if slot.isWoken { return true }
+            slot.job = job
+            return false
+        }
+        // Woken between registering with the mailbox and arriving here: the job is the task
+        // that is handing itself over right now, so it must not run inside this call.
+        if wokenAlready { runOnLoop(job) }
+    }
+
+    /// Hands `value` to the parked task and runs it again on its loop (or as soon as it has parked).
+    nonisolated func wake(with value: Element?) {
+        let job: UnownedJob? = slot.withLock { slot in
+            slot.isWoken = true
+            slot.value = value
+            return slot.job.take()
+        }
+        if let job { runOnLoop(job) }
+    }
+
+    /// The value the task was woken with, leaving the spot ready for the next wait.
+    nonisolated func takeValue() -> Element? {
+        slot.withLock { slot in
+            defer { slot = Slot() }
+            return slot.value
+        }
+    }
+
+    /// Runs the parked job as this executor, in a block on the loop, in the modes of the task's
+    /// executor. On a loop that has ended (the task's actor is pinned to it: its hop back would
+    /// trap) it runs here and now, so that the trap names that loop.
+    private nonisolated func runOnLoop(_ job: UnownedJob) {
+        let spot = asUnownedSerialExecutor()
+        let queued = executor.loop.perform(inModes: executor.modes) { job.runSynchronously(on: spot) }
+        if !queued { job.runSynchronously(on: spot) }
+    }
+}
+
+/// A seal hold on the loop a waiter is woken on, across the wake-up call, when that call is made on
+/// another thread than the loop's (on the loop's own thread, no drain can run meanwhile). `nil` if
+/// no hold is needed — or none can be had: the loop has ended, and the waiter's way back traps
+/// with the message of an enqueue on an ended executor, the one remaining programmer error.
+struct ResumeHold {
+    let loop: Loop
+    let holder: StaticString
+
+    init?<Continuation>(for waiter: MailboxState<some MailboxBuffer, Continuation>.Waiter, holder: StaticString) {
+        guard let loop = waiter.hopTarget?.loop, !loop.isCurrentThread, loop.holdSeal(for: holder) else {
+            return nil
+        }
+        self.loop = loop
+        self.holder = holder
+    }
+
+    func release() {
+        loop.releaseSealHold(for: holder)
     }
 }

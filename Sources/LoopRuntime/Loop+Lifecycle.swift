@@ -18,9 +18,10 @@
 //    loop's executors still run jobs: a waiter's continuation may be a job of an actor pinned to
 //    this very loop, and it must find an open queue.
 // 2. Stop the drive; run passes in every mode that has queued blocks, executor jobs or undelivered
-//    port messages, until a locked check finds none (work queued by that work runs too). While
-//    resumed waiters are still on their way onto the loop (a continuation resumes on the global
-//    pool, and the hop onto the loop is a job enqueued later: `holdSeal()`), wait for them.
+//    port messages, until a locked check finds none (work queued by that work runs too). While a
+//    resumption of a waiter is under way on another thread (its task is enqueued on this loop
+//    inside the resume call: `holdSeal(for:)`), wait for it — for a bounded time, then trap
+//    naming the holders (`LoopThread.sealHoldLimit`).
 // 3. Seal (`ended`) in the same locked step that found nothing left, holding the loop's lock and
 //    every executor queue's and port's own lock at once (they accept work under their own locks),
 //    so no work slips in between the last check and the seal; the queues and ports close then.
@@ -121,8 +122,8 @@ extension Loop {
         /// Run a pass in each of these modes: blocks, executor jobs or port messages are queued
         /// there (`.common` counts as `.default`).
         case run([Mode])
-        /// Nothing is queued, but resumed waiters are on their way onto this loop (see
-        /// ``holdSeal()``): wait for their jobs, then ask again.
+        /// Nothing is queued, but resumptions of waiters are under way (see ``holdSeal(for:)``):
+        /// wait for their jobs, then ask again.
         case wait
         /// Nothing was left: the loop has ended (sealed in the same locked step, closing its
         /// executors' queues and its ports).
@@ -140,7 +141,7 @@ extension Loop {
             while true {
                 let modes = modesWithQueuedWorkLocked()
                 if !modes.isEmpty { return .run(modes) }
-                if state.sealHolds > 0 { return .wait }
+                if !state.sealHolds.isEmpty { return .wait }
                 // Nothing was queued a moment ago. Jobs and messages are accepted under their
                 // queue's or port's own lock, not this one: seal only if all of them are still idle
                 // with every one of those locks held at once, else drain again.
@@ -252,41 +253,50 @@ extension Loop {
         _ = removed  // released here, after unlocking: it may hold the last reference to user state
     }
 
-    /// Keeps the drain from sealing the loop until ``releaseSealHold()``: taken by whoever resumes
-    /// an async waiter whose task will then hop onto this loop's executor (a continuation resumes
-    /// on the global pool first, and the hop onto the loop is a job enqueued some time later).
-    /// Without it a shutdown could seal in between, and the hop would be a job enqueued after the
-    /// end. Returns false, taking nothing, if the loop has already ended. Support for the
+    /// Keeps the drain from sealing the loop until ``releaseSealHold(for:)``: taken by whoever is
+    /// about to hand the loop work it must accept — the resumption of an async waiter whose task
+    /// will then be enqueued on this loop's executor — for the few instructions between deciding
+    /// and enqueuing. Without it a shutdown could seal in between, and the enqueue would trap.
+    /// Returns false, taking nothing, if the loop has already ended. Support for the
     /// `LoopExecutor` module.
     ///
-    /// - Important: Safe from any thread. Release each hold exactly once, from the resumed task.
+    /// A drain waits for the holds out for at most ``LoopThread``'s limit (`sealHoldLimit`), then
+    /// traps naming `holder`: a hold is meant to last microseconds, and one that is never given
+    /// back would otherwise hang the shutdown for ever.
+    ///
+    /// - Parameter holder: What holds it, for that message ("Loop.sleep", "Task.sleep", …).
+    /// - Important: Safe from any thread. Release each hold exactly once.
     @_spi(LoopExecutorSupport)
-    public func holdSeal() -> Bool {
+    public func holdSeal(for holder: StaticString) -> Bool {
         lock.withLock {
             guard !state.lifecycle.isEnded else { return false }
-            state.sealHolds += 1
+            state.sealHolds.add(holder)
             return true
         }
     }
 
-    /// Releases a hold taken with ``holdSeal()``; the last one wakes a draining loop, so that it
-    /// can seal, and a loop on a virtual clock, whose wait treats a hold as work on its way (it
+    /// Releases a hold taken with ``holdSeal(for:)``; the last one wakes a draining loop, so that
+    /// it can seal, and a loop on a virtual clock, whose wait treats a hold as work on its way (it
     /// may have blocked on it after the held task's job arrived but before the hold went).
     ///
     /// - Important: Safe from any thread.
     @_spi(LoopExecutorSupport)
-    public func releaseSealHold() {
+    public func releaseSealHold(for holder: StaticString) {
         let released: Bool = change { change in
-            guard state.sealHolds > 0 else { return false }
-            state.sealHolds -= 1
-            if state.sealHolds == 0 && (!state.lifecycle.acceptsItems || hasVirtualClock) { change.mustLookAgain() }
+            guard state.sealHolds.remove(holder) else { return false }
+            if state.sealHolds.isEmpty && (!state.lifecycle.acceptsItems || hasVirtualClock) {
+                change.mustLookAgain()
+            }
             return true
         }
-        precondition(released, "Loop.releaseSealHold(): no hold was taken on the \(self).")
+        precondition(released, "Loop.releaseSealHold(for: \"\(holder)\"): no such hold was taken on the \(self).")
     }
 
-    /// True while a task resumed towards this loop has not arrived yet (see ``holdSeal()``).
-    var hasSealHolds: Bool { lock.withLock { state.sealHolds > 0 } }
+    /// True while a hold is out (see ``holdSeal(for:)``).
+    var hasSealHolds: Bool { lock.withLock { !state.sealHolds.isEmpty } }
+
+    /// The holds out, for messages: `"Loop.sleep (1), Task.sleep (2)"`.
+    var sealHoldersDescription: String { lock.withLock { state.sealHolds.description } }
 
     /// The modes of an executor queue with jobs queued that cannot run in the mode the loop sleeps
     /// in, and that mode; `nil` if there is none (or the loop is not asleep).
@@ -331,4 +341,39 @@ extension Loop {
 /// A weak reference, for tables that must not keep their entries alive.
 struct WeakObject {
     weak var object: AnyObject?
+}
+
+/// The seal holds out on a loop, by holder (a handful of kinds: a short array). Guarded by the
+/// loop's lock (a field of `LoopState`).
+struct SealHolds: CustomStringConvertible {
+    private var holders: [(name: StaticString, count: Int)] = []
+
+    var isEmpty: Bool { holders.isEmpty }
+
+    mutating func add(_ holder: StaticString) {
+        if let index = index(of: holder) {
+            holders[index].count += 1
+        } else {
+            holders.append((holder, 1))
+        }
+    }
+
+    /// False if `holder` holds nothing.
+    mutating func remove(_ holder: StaticString) -> Bool {
+        guard let index = index(of: holder) else { return false }
+        holders[index].count -= 1
+        if holders[index].count == 0 { holders.remove(at: index) }
+        return true
+    }
+
+    private func index(of holder: StaticString) -> Int? {
+        holder.withUTF8Buffer { wanted in
+            holders.firstIndex { entry in entry.name.withUTF8Buffer { $0.elementsEqual(wanted) } }
+        }
+    }
+
+    /// `"Loop.sleep (1), Task.sleep (2)"`.
+    var description: String {
+        holders.map { "\($0.name) (\($0.count))" }.joined(separator: ", ")
+    }
 }

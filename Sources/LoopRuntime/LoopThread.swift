@@ -332,6 +332,11 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - The thread
 
+    /// How long a shutdown's drain waits for seal holds (`Loop.holdSeal(for:)`) before it traps
+    /// naming them, in nanoseconds: a hold lasts microseconds, so one still out after this was
+    /// never released. Tests lower it (in an exit test's own process).
+    static let sealHoldLimit = Atomic<Int64>(30_000_000_000)
+
     private static func main(_ core: Core, waiter: (@Sendable () throws(LoopSystemError) -> any LoopWaiter)?) {
         let loop: Loop
         // Keeps the common modes alive for nested runs too (the driver keeps the mode it runs
@@ -366,15 +371,25 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         // A drain that never runs dry (a block that re-queues itself for ever) is cut off after
         // 10,000 rounds; what is left then is dropped with the loop (SPEC R5).
         var rounds = 0
+        var waitingSince: ContinuousClock.Instant?
         drain: while true {
             switch loop.nextDrainStep(force: rounds == 10_000) {
             case .run(let modes):
                 for mode in modes { loop.run(mode, for: .zero) }
                 rounds += 1
+                waitingSince = nil
             case .wait:
-                // Resumed waiters are hopping onto the loop: sleep until their jobs arrive (an
-                // enqueue wakes a loop asleep in its mode, the last released hold wakes it too;
-                // the bound covers jobs for modes outside the common ones).
+                // Resumptions of waiters are under way on other threads: sleep until their jobs
+                // arrive (an enqueue wakes a loop asleep in its mode, the last released hold wakes
+                // it too; the bound covers jobs for modes outside the common ones). A hold lasts
+                // microseconds: one still out after `sealHoldLimit` was never given back.
+                let since = waitingSince ?? .now
+                waitingSince = since
+                let limit = Duration.nanoseconds(sealHoldLimit.load(ordering: .relaxed))
+                precondition(
+                    ContinuousClock.now - since < limit,
+                    "LoopThread: the shutdown of the \(loop) has waited \(limit) for seal holds that were never released: \(loop.sealHoldersDescription). Each hold covers the resumption of an async waiter whose task is then enqueued on this loop; one that is never released is a bug in whatever took it."
+                )
                 loop.run(.default, for: .milliseconds(5))
             case .sealed:
                 break drain

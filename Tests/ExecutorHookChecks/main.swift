@@ -65,6 +65,23 @@
 
     let ranAtExit = Atomic<Bool>(false)
 
+    /// An actor pinned to a loop thread that sleeps on its loop until the loop ends.
+    actor PinnedSleeper: LoopActor {
+        nonisolated let loopExecutor: LoopExecutor
+        init(_ executor: LoopExecutor) { loopExecutor = executor }
+
+        func sleepLong() async -> String {
+            do {
+                try await loopExecutor.loop.sleep(for: .seconds(60))
+                return "slept"
+            } catch is LoopEndedError {
+                return "ended"
+            } catch {
+                return "\(error)"
+            }
+        }
+    }
+
     let pausedRan = Atomic<Bool>(false)
 
     /// Switches the main loop to "tracking", hands the main actor a job, waits 200 ms, and switches
@@ -160,7 +177,33 @@
                 LoopGroupExecutor.standard.delayedJobCount == 0 && defaultExecutorTimers() <= timersBefore
             })
 
-        // 8. Main-actor work handed over just before the body returns still runs (the main
+        // 8. A synchronous shutdown() called on every lane of the default executor at once, while
+        //    actors pinned to the threads sleep: each sleep ends (LoopEndedError) and each
+        //    shutdown returns. The woken sleepers used to be queued on the calling lanes, which
+        //    were blocked in shutdown() (issue #31, case 3).
+        let lanes = LoopGroupExecutor.standard.group.threads.count
+        let threads = try (0..<lanes).map { _ in try LoopThread(name: "pinned") }
+        let sleepers = threads.map { thread in
+            let sleeper = PinnedSleeper(thread.executor)
+            return Task.detached { await sleeper.sleepLong() }
+        }
+        check(
+            "shutdown: the pinned actors sleep on their loops",
+            await eventually { threads.allSatisfy { $0.loop.timerCount(in: .common) == 1 } })
+        let shutdowns = threads.map { thread in
+            Task.detached { () -> Bool in
+                thread.shutdown()
+                return thread.loop.hasEnded
+            }
+        }
+        var allEnded = true
+        for shutdown in shutdowns { allEnded = await shutdown.value && allEnded }
+        check("shutdown: a synchronous shutdown() on every default-executor lane returns", allEnded)
+        var outcomes: [String] = []
+        for sleeper in sleepers { outcomes.append(await sleeper.value) }
+        check("shutdown: … and each pinned sleep ended with LoopEndedError: \(outcomes)", outcomes.allSatisfy { $0 == "ended" })
+
+        // 9. Main-actor work handed over just before the body returns still runs (the main
         //    executor drains its queue after the stop).
         Task { @MainActor in ranAtExit.store(true, ordering: .releasing) }
         return 42

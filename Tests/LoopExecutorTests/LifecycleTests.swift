@@ -132,6 +132,42 @@ struct LifecycleTests {
         }
     }
 
+    /// Issue #31, case 3: the shutdown ended the pinned actor's sleep from the calling thread, and
+    /// the woken task went through the cooperative pool — whose last free thread was the one
+    /// blocked in `shutdown()` — while the drain waited for it: a hang. A parked waiter is woken on
+    /// its own loop, so the shutdown completes with the pool full.
+    @Test("A synchronous shutdown from the pool's last free thread ends a pinned actor's sleep and returns")
+    func shutdownFromTheLastPoolThread() async {
+        await #expect(processExitsWith: .success) {
+            // A hang must fail the check, not the whole run.
+            _ = try PlatformThread.spawn(name: "watchdog") {
+                sleep(20)
+                exit(3)
+            }
+            let thread = try LoopThread(name: "pinned")
+            let waiter = Waiter(thread.executor)
+            let slept = Task.detached { await waiter.sleepLong() }
+            let sleeping = await eventually { thread.loop.timerCount(in: .common) == 1 }
+            precondition(sleeping, "the sleep never began")
+            // Every thread of the cooperative pool but one blocks; the last one calls shutdown().
+            let width = LoopThreadGroup.processorCount
+            let gate = DispatchSemaphore(value: 0)
+            let occupied = DispatchSemaphore(value: 0)
+            for _ in 0..<(width - 1) {
+                Task.detached {
+                    occupied.signal()
+                    gate.wait()
+                }
+            }
+            for _ in 0..<(width - 1) { await occupied.waitAsync() }
+            await Task.detached { thread.shutdown() }.value
+            for _ in 0..<(width - 1) { gate.signal() }
+            let outcome = await slept.value
+            precondition(outcome == "ended", "the sleep ended with \(outcome)")
+            precondition(thread.loop.hasEnded)
+        }
+    }
+
     @Test("An activity stream iterated by an actor pinned to the same loop lets the loop go idle")
     func ownLoopActivitiesGoIdle() async throws {
         let thread = try LoopThread(name: "observed")

@@ -49,12 +49,12 @@ struct LoopLifecycleTests {
         }
     }
 
-    @Test("The drain does not seal while a resumed waiter's hop is in flight (a seal hold is out)")
+    @Test("The drain does not seal while a resumption onto the loop is under way (a seal hold is out)")
     func drainWaitsForSealHolds() throws {
         let thread = try LoopThread(name: "held")
         let loop = thread.loop
-        // What LoopExecutor's async bridges do when they resume a task pinned to this loop.
-        #expect(loop.holdSeal())
+        // What LoopExecutor's async bridges do around the resumption of a task pinned to this loop.
+        #expect(loop.holdSeal(for: "test"))
         let shutdownReturned = Flag()
         let stopper = try PlatformThread.spawn(name: "stopper") {
             thread.shutdown()
@@ -67,11 +67,26 @@ struct LoopLifecycleTests {
         let ran = Flag()
         #expect(loop.perform { ran.set(true) })  // the hop's stand-in: work is still run
         #expect(eventually { ran.value })
-        loop.releaseSealHold()
+        loop.releaseSealHold(for: "test")
         stopper.join()
         #expect(shutdownReturned.value)
         #expect(loop.hasEnded)
-        #expect(!loop.holdSeal(), "an ended loop takes no hold")
+        #expect(!loop.holdSeal(for: "test"), "an ended loop takes no hold")
+    }
+
+    /// Issue #31, case 3: the drain waited for seal holds for ever; a hold never released now
+    /// fails the shutdown loudly, naming its holder, after `LoopThread.sealHoldLimit`.
+    @Test("A seal hold never released traps the shutdown after the limit, naming the holder")
+    func sealHoldNeverReleased() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            LoopThread.sealHoldLimit.store(200_000_000, ordering: .relaxed)  // 200 ms, in this process
+            let thread = try LoopThread(name: "forgotten")
+            _ = thread.loop.holdSeal(for: "a forgotten hold")
+            thread.shutdown()
+        }
+        let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
+        #expect(message.contains("a forgotten hold (1)"))
+        #expect(message.contains("never released"))
     }
 
     @Test("Port messages queued when the shutdown begins are delivered; sends after the end throw")

@@ -173,7 +173,7 @@
         /// A woken sleeper is queued: the seal held for its way back is released, and then the
         /// executor's keep-alive.
         func sleeperArrived(_ keepAlive: AnyObject & Sendable) {
-            loop.releaseSealHold()
+            loop.releaseSealHold(for: "Task.sleep")
             withExtendedLifetime(keepAlive) {}
         }
 
@@ -199,14 +199,14 @@
         private func fire(_ id: UInt64) {
             let (entry, stale): (Entry?, Bool) = state.withLock { state in
                 guard let entry = take(id, from: &state) else { return (nil, false) }
-                guard let scheduler = entry.scheduler, loop.holdSeal() else { return (entry, false) }
+                guard let scheduler = entry.scheduler, loop.holdSeal(for: "Task.sleep") else { return (entry, false) }
                 // A way back of the same task still open (it never came here): one hold each.
                 let stale =
                     state.returning.updateValue((scheduler, entry.owner), forKey: scheduler.address) != nil
                 if !stale { tracked.add(1, ordering: .relaxed) }
                 return (entry, stale)
             }
-            if stale { loop.releaseSealHold() }
+            if stale { loop.releaseSealHold(for: "Task.sleep") }
             guard let entry else { return }
             enqueue(entry.job)
         }

@@ -48,9 +48,9 @@ final class LoopState {
     /// Called once when the loop stops accepting items (ends pending sleeps, ticks and activity
     /// streams; see Loop+Lifecycle.swift).
     @exclusivity(unchecked) var endHandlers: [UInt64: @Sendable () -> Void] = [:]
-    /// Resumed async waiters whose tasks will hop onto this loop and have not arrived yet (see
-    /// `Loop.holdSeal()`): the drain does not seal while there are any.
-    @exclusivity(unchecked) var sealHolds = 0
+    /// Resumptions of async waiters under way, whose task will be enqueued on this loop (see
+    /// `Loop.holdSeal(for:)`): the drain does not seal while there are any.
+    @exclusivity(unchecked) var sealHolds = SealHolds()
     @exclusivity(unchecked) var nextEndHandlerToken: UInt64 = 0
     /// The keep-alive object of the `LoopThread` that owns the loop, if any (weak: the `LoopThread`
     /// and the loop's executors hold it).
