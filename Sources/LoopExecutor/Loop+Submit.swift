@@ -1,5 +1,4 @@
 import LoopRuntime
-import Synchronization
 
 extension Loop {
     /// Runs `body` on the loop's thread in one of `modes` and returns its result to the awaiting
@@ -23,6 +22,8 @@ extension Loop {
     ///
     /// - Parameters:
     ///   - modes: The modes the body may run in; must not be empty. Defaults to `Loop.Mode.common`.
+    ///   - isolation: The caller's isolation, which the task stays in (the default is right). A
+    ///     caller pinned to a loop is resumed by a job of that loop, even while it shuts down.
     ///   - body: The work, run once on the loop's thread.
     /// - Returns: What `body` returned.
     /// - Throws: What `body` threw; or ``LoopEndedError`` if the loop had ended, or ended before it
@@ -32,6 +33,7 @@ extension Loop {
     /// - Important: Safe from any thread and any task.
     public func submit<Value: Sendable>(
         inModes modes: [Mode] = [.common],
+        isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
         precondition(
@@ -40,11 +42,13 @@ extension Loop {
         )
         preconditionSomeoneRunsTheLoop("Loop.submit")
         let loopName = description
-        return try await withCheckedThrowingContinuation { continuation in
-            let completion = SubmitCompletion(continuation, loop: loopName)
-            let queued = perform(inModes: modes) { completion.resume(with: Result(catching: body)) }
-            if !queued { completion.resume(with: .failure(LoopEndedError(loop: loopName))) }
+        let result: Result<Value, any Error> = await waitOnce(
+            "Loop.submit", isolation: isolation, fallback: { .failure(LoopEndedError(loop: loopName)) }
+        ) { completion in
+            let queued = perform(inModes: modes) { completion.complete(Result(catching: body)) }
+            if !queued { completion.complete(.failure(LoopEndedError(loop: loopName))) }
         }
+        return try result.get()
     }
 }
 
@@ -62,6 +66,7 @@ extension LoopThread {
     ///
     /// - Parameters:
     ///   - modes: The modes the body may run in; must not be empty. Defaults to `Loop.Mode.common`.
+    ///   - isolation: The caller's isolation, which the task stays in (the default is right).
     ///   - body: The work, run once on the thread.
     /// - Returns: What `body` returned.
     /// - Throws: What `body` threw; `LoopThreadError.shutDown(thread:)` if a shutdown
@@ -69,6 +74,7 @@ extension LoopThread {
     /// - Important: Safe from any thread and any task.
     public func submit<Value: Sendable>(
         inModes modes: [Loop.Mode] = [.common],
+        isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
         precondition(
@@ -76,34 +82,15 @@ extension LoopThread {
             "LoopThread.submit(inModes:_:) was given an empty mode list for \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
         )
         let loopName = loop.description
-        return try await withCheckedThrowingContinuation { continuation in
-            let completion = SubmitCompletion(continuation, loop: loopName)
+        let result: Result<Value, any Error> = await loop.waitOnce(
+            "LoopThread.submit", isolation: isolation, fallback: { .failure(LoopEndedError(loop: loopName)) }
+        ) { completion in
             do {
-                try perform(inModes: modes) { completion.resume(with: Result(catching: body)) }
+                try perform(inModes: modes) { completion.complete(Result(catching: body)) }
             } catch {
-                completion.resume(with: .failure(error))
+                completion.complete(.failure(error))
             }
         }
-    }
-}
-
-/// The awaiting side of a submitted body. Resumed once: by the body, by the refusal, or — should
-/// the loop ever let go of the queued body without running it — by its own `deinit`, so that no
-/// task is left suspended.
-private final class SubmitCompletion<Value: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<Value, any Error>?>
-    private let loop: String
-
-    init(_ continuation: CheckedContinuation<Value, any Error>, loop: String) {
-        self.continuation = Mutex(continuation)
-        self.loop = loop
-    }
-
-    func resume(with result: sending Result<Value, any Error>) {
-        continuation.withLock { $0.take() }?.resume(with: result)
-    }
-
-    deinit {
-        continuation.withLock { $0.take() }?.resume(throwing: LoopEndedError(loop: loop))
+        return try result.get()
     }
 }

@@ -21,8 +21,8 @@ import Synchronization
 /// worker.shutdown()                                                // runs what was accepted, joins
 /// ```
 ///
-/// **Shutdown.** ``shutdown()`` (or ``shutdown(isolation:)`` from async code) takes the loop from open
-/// to draining to ended, in this order:
+/// **Shutdown.** ``shutdown()`` (or `shutdown(isolation:)` from async code, in the `LoopExecutor`
+/// module) takes the loop from open to draining to ended, in this order:
 /// 1. New work through the thread is refused (``perform(inModes:waitUntilDone:label:_:)`` throws
 ///    ``LoopThreadError/shutDown(thread:)``), and the loop refuses new items (a timer, observer,
 ///    descriptor source or port added now is invalidated). Every pending async sleep, tick
@@ -294,7 +294,8 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// Called on the thread itself (from a callout or a job), it requests the shutdown, which
     /// completes when the callout returns, and does not wait. Called from several threads, each
     /// returns once the thread has ended and its loop was torn down. From async code prefer
-    /// ``shutdown(isolation:)``, which does not block a thread of the cooperative pool.
+    /// `shutdown(isolation:)` (in the `LoopExecutor` module), which does not block a thread of the
+    /// cooperative pool.
     ///
     /// - Important: Safe from any thread.
     public func shutdown() {
@@ -304,25 +305,23 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         if core.claimJoin() { thread.join() }
     }
 
-    /// Shuts the thread down like ``shutdown()`` and returns once it has ended, suspending the
-    /// calling task instead of blocking its thread. Idempotent.
+    /// Begins the shutdown like ``shutdown()`` and calls `completion` once the thread has ended
+    /// (on a thread of Dispatch's global queues), without blocking the caller; returns false,
+    /// calling nothing, on the thread itself (the shutdown completes when the current callout
+    /// returns). Support for the `LoopExecutor` module's `shutdown(isolation:)`.
     ///
-    /// Awaited on the thread itself (from an actor pinned to it), it requests the shutdown and
-    /// returns at once: the shutdown cannot finish while the awaiting job runs. The call stays in the
-    /// caller's isolation (`isolation` defaults to it).
-    ///
-    /// - Important: Safe from any task.
-    public func shutdown(isolation: isolated (any Actor)? = #isolation) async {
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    public func shutdown(then completion: @escaping @Sendable () -> Void) -> Bool {
         requestShutdown()
-        guard !loop.isCurrentThread else { return }
+        guard !loop.isCurrentThread else { return false }
         let core = self.core
         let thread = self.thread
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            core.running.notify(queue: .global()) {
-                if core.claimJoin() { thread.join() }
-                continuation.resume()
-            }
+        core.running.notify(queue: .global()) {
+            if core.claimJoin() { thread.join() }
+            completion()
         }
+        return true
     }
 
     /// Begins the shutdown (shutdown step 1, Loop+Lifecycle.swift) and stops the drive.

@@ -1,5 +1,5 @@
 import Dispatch
-import LoopExecutor
+@_spi(LoopExecutorSupport) import LoopExecutor
 @_spi(LoopTesting) @_spi(LoopExecutorSupport) import LoopRuntime
 
 #if canImport(Glibc)
@@ -125,22 +125,32 @@ public final class TestLoop: Sendable, CustomStringConvertible {
     /// timer due on the way has fired, each at its own date, and the work it caused on the loop
     /// has run.
     ///
+    /// - Parameters:
+    ///   - duration: How far to move; not negative.
+    ///   - isolation: The caller's isolation, which the task stays in (the default is right).
     /// - Throws: ``TestLoopError`` if the test loop has ended (shut down, or after a stall).
     /// - Precondition: `duration` is not negative.
-    public func advance(by duration: Duration) async throws(TestLoopError) {
+    public func advance(
+        by duration: Duration, isolation: isolated (any Actor)? = #isolation
+    ) async throws(TestLoopError) {
         precondition(
             duration >= .zero, "TestLoop.advance(by:): time only moves forward; got \(duration) on the \(self).")
-        try await advance(to: now + duration)
+        try await advance(to: now + duration, isolation: isolation)
     }
 
     /// Moves virtual time forward to `instant` (a time already passed leaves the clock where it is)
     /// and returns once the loop is idle there. See ``advance(by:)``.
     ///
+    /// - Parameters:
+    ///   - instant: The virtual time to move to.
+    ///   - isolation: The caller's isolation, which the task stays in (the default is right).
     /// - Throws: ``TestLoopError`` if the test loop has ended.
-    public func advance(to instant: ContinuousClock.Instant) async throws(TestLoopError) {
+    public func advance(
+        to instant: ContinuousClock.Instant, isolation: isolated (any Actor)? = #isolation
+    ) async throws(TestLoopError) {
         try checkOpen()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            time.advance(to: instant) { continuation.resume() }
+        await loop.waitOnce("TestLoop.advance", isolation: isolation, fallback: {}) { idle in
+            time.advance(to: instant) { idle.complete(()) }
         }
         try checkOpen()
     }
@@ -148,19 +158,21 @@ public final class TestLoop: Sendable, CustomStringConvertible {
     /// Runs what is runnable at the current virtual time — blocks, jobs, timers due — and returns
     /// once the loop is idle. Time does not move.
     ///
+    /// - Parameter isolation: The caller's isolation, which the task stays in (the default is right).
     /// - Throws: ``TestLoopError`` if the test loop has ended.
-    public func runUntilIdle() async throws(TestLoopError) {
-        try await advance(to: now)
+    public func runUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws(TestLoopError) {
+        try await advance(to: now, isolation: isolation)
     }
 
     /// Wakes the loop for a pass at the current virtual time (observers see it: after waiting,
     /// before timers, before sources, before waiting) and returns once it is idle again.
     ///
+    /// - Parameter isolation: The caller's isolation, which the task stays in (the default is right).
     /// - Throws: ``TestLoopError`` if the test loop has ended.
-    public func runOnePass() async throws(TestLoopError) {
+    public func runOnePass(isolation: isolated (any Actor)? = #isolation) async throws(TestLoopError) {
         try checkOpen()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            time.advance(to: now, afterAPass: true) { continuation.resume() }
+        await loop.waitOnce("TestLoop.runOnePass", isolation: isolation, fallback: {}) { idle in
+            time.advance(to: now, afterAPass: true) { idle.complete(()) }
             loop.wakeUp()
         }
         try checkOpen()

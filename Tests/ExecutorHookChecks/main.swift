@@ -201,7 +201,9 @@
         check("shutdown: a synchronous shutdown() on every default-executor lane returns", allEnded)
         var outcomes: [String] = []
         for sleeper in sleepers { outcomes.append(await sleeper.value) }
-        check("shutdown: … and each pinned sleep ended with LoopEndedError: \(outcomes)", outcomes.allSatisfy { $0 == "ended" })
+        check(
+            "shutdown: … and each pinned sleep ended with LoopEndedError: \(outcomes)",
+            outcomes.allSatisfy { $0 == "ended" })
 
         // 9. Main-actor work handed over just before the body returns still runs (the main
         //    executor drains its queue after the stop).

@@ -4,7 +4,35 @@ import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 private struct Refused: Error, Equatable {}
+
+/// A flag a submitted body raises.
+final class SubmitFlag: Sendable {
+    let value = Atomic<Bool>(false)
+}
+
+/// An actor pinned to a loop thread that submits work to its own thread.
+actor Submitter: LoopActor {
+    nonisolated let loopExecutor: LoopExecutor
+    init(_ executor: LoopExecutor) { loopExecutor = executor }
+
+    func submitAcrossShutdown(_ thread: LoopThread, started: SubmitFlag) async -> String {
+        do {
+            try await thread.submit {
+                started.value.store(true, ordering: .releasing)
+                usleep(2_000)  // the shutdown begins meanwhile
+            }
+            precondition(loopExecutor.loop.isCurrentThread, "the reply did not come back on the loop")
+            return "ran"
+        } catch {
+            return "\(error)"
+        }
+    }
+}
 
 /// `submit`: a value (or an error) back from the loop's thread to an awaiting task.
 @Suite("Async submit (SPEC R57)")
@@ -51,6 +79,24 @@ struct SubmitTests {
         }
         #expect(ranInPrivate)
         #expect(try await result.value == "ran in private")
+    }
+
+    /// Issue #31, case 4: the reply to a pinned actor's `submit` came back through the global
+    /// pool after the drain had sealed the loop, and the hop onto the actor trapped.
+    @Test("A pinned actor's submit answered in its loop's shutdown drain gets its reply (×100)")
+    func pinnedSubmitAcrossShutdown() async {
+        await #expect(processExitsWith: .success) {
+            for round in 0..<100 {
+                let thread = try LoopThread(name: "submit-drain")
+                let submitter = Submitter(thread.executor)
+                let bodyStarted = SubmitFlag()
+                let reply = Task.detached { await submitter.submitAcrossShutdown(thread, started: bodyStarted) }
+                while !bodyStarted.value.load(ordering: .acquiring) { await Task.yield() }
+                await thread.shutdown()  // begins while the body runs: the reply comes in the drain
+                let outcome = await reply.value
+                precondition(outcome == "ran", "round \(round): \(outcome)")
+            }
+        }
     }
 
     @Test("After a LoopThread's shutdown, submit throws LoopThreadError.shutDown; Loop.submit LoopEndedError")
