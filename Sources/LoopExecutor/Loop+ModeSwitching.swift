@@ -18,8 +18,9 @@ extension Loop {
     /// The call stays in the caller's isolation (`isolation` defaults to it), so an actor pinned to
     /// the loop is resumed by a job of the loop itself.
     ///
-    /// - Returns: `true` if the loop entered `mode`; `false` if the drive ended first (the loop is
-    ///   shutting down or has ended).
+    /// - Returns: `true` if the loop entered `mode`; `false` if it did not: the drive ended first
+    ///   (the loop is shutting down or has ended, or its `LoopDriver` was stopped), or a switch to
+    ///   another mode came before the loop entered this one.
     /// - Precondition: the loop is driven by a `LoopDriver`, or has stopped accepting work.
     /// - Important: Safe from any task.
     @discardableResult
@@ -31,13 +32,17 @@ extension Loop {
                 "Loop.switchMode(to:): the \(self) is not driven by a LoopDriver. Mode switching needs a driver to re-enter the loop: use a LoopThread, or run the loop with LoopDriver(loop:).run()."
             )
         }
-        let outcome = Mailbox(on: self, buffer: SingleValue<Bool>(), name: "Loop.switchMode", noun: "mode switch")
-        driver.switchMode(to: mode) { entered in
-            outcome.finish(delivering: entered)
+        return await switchMode(to: mode, with: driver, isolation: isolation) == .entered
+    }
+
+    /// The switch through `driver`, found once by the caller (a second lookup may find none: the
+    /// drive ended meanwhile). The driver answers exactly once.
+    private func switchMode(
+        to mode: Mode, with driver: LoopDriver, isolation: isolated (any Actor)?
+    ) async -> LoopDriver.SwitchOutcome {
+        await waitOnce("Loop.switchMode", isolation: isolation, fallback: { .driveEnded }) { completion in
+            driver.switchMode(to: mode) { outcome in completion.complete(outcome) }
         }
-        // The driver answers exactly once, also when its drive ends (`false`).
-        let entered = await outcome.receive(isolation: isolation, cancellable: false).0 ?? false
-        return entered
     }
 
     /// Runs `body` while the loop runs `mode`, then switches back to the mode it ran before — also
@@ -66,7 +71,9 @@ extension Loop {
     /// - Precondition: the loop is driven by a `LoopDriver` (see ``switchMode(to:isolation:)``), and the
     ///   caller can run while the loop is in `mode` (see above).
     /// - Returns: What `body` returns.
-    /// - Throws: ``LoopEndedError`` if the loop could not enter `mode`; what `body` throws.
+    /// - Throws: ``LoopEndedError`` if the drive ended before the loop entered `mode`;
+    ///   ``LoopModeSupersededError`` if another switch came first (the loop went to another mode
+    ///   instead); what `body` throws. In the first two cases `body` does not run.
     /// - Important: Safe from any task.
     public func withMode<Result>(
         _ mode: Mode,
@@ -81,13 +88,19 @@ extension Loop {
         }
         preconditionCallerRuns(in: mode, isolation: isolation, "Loop.withMode(_:_:)")
         let previous = driver.mode
-        guard await switchMode(to: mode, isolation: isolation) else { throw LoopEndedError(loop: description) }
+        switch await switchMode(to: mode, with: driver, isolation: isolation) {
+        case .entered: break
+        case .superseded: throw LoopModeSupersededError(mode: mode, loop: description)
+        case .driveEnded: throw LoopEndedError(loop: description)
+        }
+        // Back through the same driver: if its drive has ended meanwhile, the switch back is
+        // answered at once and there is no mode to restore.
         do {
             let result = try await body()
-            await switchMode(to: previous, isolation: isolation)
+            _ = await switchMode(to: previous, with: driver, isolation: isolation)
             return result
         } catch {
-            await switchMode(to: previous, isolation: isolation)
+            _ = await switchMode(to: previous, with: driver, isolation: isolation)
             throw error
         }
     }

@@ -28,7 +28,7 @@ public final class LoopDriver: Sendable {
         var driveEnded = false
         /// Callbacks waiting for the loop to enter a mode (`true`), or for the drive to end first
         /// (`false`).
-        var entered: [(mode: Loop.Mode, callback: @Sendable (Bool) -> Void)] = []
+        var entered: [(mode: Loop.Mode, callback: @Sendable (SwitchOutcome) -> Void)] = []
         var keptAlive: Set<Loop.Mode> = []
         /// The run depth of the driver's own run calls (nested runs are left alone).
         var depth = 0
@@ -89,7 +89,8 @@ public final class LoopDriver: Sendable {
             loop.unregisterDriver(self)
             // Nobody will enter a mode for the waiting switches any more: release them. And the
             // driver's items leave the loop, so that later runs of it behave as without a driver.
-            let (abandoned, visited): ([@Sendable (Bool) -> Void], Set<Loop.Mode>) = state.withLock { state in
+            let (abandoned, visited): ([@Sendable (SwitchOutcome) -> Void], Set<Loop.Mode>) = state.withLock {
+                state in
                 state.isDriving = false
                 state.driveEnded = true
                 state.stopRequested = false  // the driver can be run again
@@ -102,7 +103,7 @@ public final class LoopDriver: Sendable {
                 loop.remove(keepAlive, forMode: mode)
                 loop.remove(guardian, forMode: mode)
             }
-            for callback in abandoned { callback(false) }
+            for callback in abandoned { callback(.driveEnded) }
         }
         while true {
             let (mode, stop, mustKeepAlive) = state.withLock { state in
@@ -125,7 +126,9 @@ public final class LoopDriver: Sendable {
 
     /// Leaves the current mode and re-enters the loop in `mode`; `entered` is called on the loop's
     /// thread from the first pass in the new mode (soon, if the loop already runs it), or when the
-    /// drive ends before that — at once, on the calling thread, if the drive has already ended.
+    /// switch cannot happen any more: at once, on the calling thread, if the drive has already
+    /// ended; when the drive ends first; or when a switch to another mode supersedes this one
+    /// before the loop entered `mode`.
     ///
     /// - Important: Safe from any thread.
     public func switchMode(to mode: Loop.Mode, entered: (@Sendable () -> Void)? = nil) {
@@ -136,24 +139,43 @@ public final class LoopDriver: Sendable {
         }
     }
 
-    /// ``switchMode(to:entered:)``, telling `completion` whether the loop entered `mode` (`true`) or
-    /// the drive ended first (`false`). `completion` is called exactly once. Support for the
-    /// `LoopExecutor` module.
+    /// How a switch ended, for ``switchMode(to:completion:)``.
+    @_spi(LoopExecutorSupport)
+    public enum SwitchOutcome: Sendable, Equatable {
+        /// The loop entered the mode (its first pass there has started).
+        case entered
+        /// A switch to another mode came before the loop entered this one.
+        case superseded
+        /// The drive ended before the loop entered the mode.
+        case driveEnded
+    }
+
+    /// ``switchMode(to:entered:)``, telling `completion` how the switch ended. `completion` is
+    /// called exactly once. Support for the `LoopExecutor` module.
     ///
     /// - Important: Safe from any thread.
     @_spi(LoopExecutorSupport)
-    public func switchMode(to mode: Loop.Mode, completion: (@Sendable (Bool) -> Void)?) {
+    public func switchMode(to mode: Loop.Mode, completion: (@Sendable (SwitchOutcome) -> Void)?) {
         precondition(mode != .common, "LoopDriver.switchMode(to:): .common cannot be run (SPEC R9).")
-        let outcome: (changed: Bool, ended: Bool) = state.withLock { state in
+        let outcome: (changed: Bool, ended: Bool, superseded: [@Sendable (SwitchOutcome) -> Void]) = state.withLock {
+            state in
             // A drive that has ended calls no callback any more: answer now, never leave it waiting.
-            if state.driveEnded { return (false, true) }
-            if let completion { state.entered.append((mode, completion)) }
+            if state.driveEnded { return (false, true, []) }
             let changed = state.mode != mode
+            // The switches still waiting for another mode will not see it entered now: the loop
+            // goes to `mode` instead (it is entered again only after another switch back).
+            var superseded: [@Sendable (SwitchOutcome) -> Void] = []
+            if changed {
+                superseded = state.entered.filter { $0.mode != mode }.map(\.callback)
+                state.entered.removeAll { $0.mode != mode }
+            }
+            if let completion { state.entered.append((mode, completion)) }
             state.mode = mode
-            return (changed, false)
+            return (changed, false, superseded)
         }
+        for callback in outcome.superseded { callback(.superseded) }
         if outcome.ended {
-            completion?(false)
+            completion?(.driveEnded)
         } else if outcome.changed {
             stopOwnRun()
         } else if completion != nil {
@@ -165,16 +187,16 @@ public final class LoopDriver: Sendable {
     /// pass of that mode.
     private func serveEntered(_ mode: Loop.Mode) {
         let queued = loop.perform(inModes: [mode]) { [self] in
-            for callback in takeEntered(mode) { callback(true) }
+            for callback in takeEntered(mode) { callback(.entered) }
         }
         // The loop has ended: nothing will ever enter `mode`, so the waiting switches hear it now.
         if !queued {
-            for callback in takeEntered(mode) { callback(false) }
+            for callback in takeEntered(mode) { callback(.driveEnded) }
         }
     }
 
     /// The callbacks waiting for `mode`, taken out so that each is called once.
-    private func takeEntered(_ mode: Loop.Mode) -> [@Sendable (Bool) -> Void] {
+    private func takeEntered(_ mode: Loop.Mode) -> [@Sendable (SwitchOutcome) -> Void] {
         state.withLock { state in
             let matching = state.entered.filter { $0.mode == mode }.map(\.callback)
             state.entered.removeAll { $0.mode == mode }

@@ -77,4 +77,62 @@ struct ModeSwitchingTests {
             await other.switchMode(to: "x")
         }
     }
+
+    /// Issue #31, case 5: `withMode` looked the driver up again to switch back; a drive that had
+    /// ended while the loop stayed open (a user's `LoopDriver` stopped in the body) made that
+    /// lookup find none, and it trapped.
+    @Test("withMode returns the body's result when the body stops the loop's own LoopDriver")
+    func withModeAfterTheDriveEnded() async throws {
+        let loop = Locked<Loop?>(nil)
+        let driver = Locked<LoopDriver?>(nil)
+        let threadMayExit = DispatchSemaphore(value: 0)  // the thread's exit would end the loop
+        let driving = try PlatformThread.spawn(name: "own-driver") {
+            let own = LoopDriver(loop: .current)
+            loop.withLock { $0 = Loop.current }
+            driver.withLock { $0 = own }
+            own.run()
+            threadMayExit.wait()
+        }
+        defer {
+            threadMayExit.signal()
+            driving.join()
+        }
+        #expect(await eventually { driver.withLock { $0?.isDriving } == true })
+        let (theLoop, theDriver) = (loop.withLock { $0! }, driver.withLock { $0! })
+        let result = try await theLoop.withMode("modal") { () async -> String in
+            theDriver.stop()
+            _ = await eventually { !theDriver.isDriving }
+            return "done"
+        }
+        #expect(result == "done")
+        #expect(theLoop.isOpen)  // the loop stays open: only its drive ended
+    }
+
+    /// Issue #31, case 6: a switch to B answered only when B was entered, so a switch to C before
+    /// B's first pass left B's caller waiting until B came round again — for ever, if it never did.
+    @Test("A switch superseded by another before its mode was entered returns false; withMode throws")
+    func supersededSwitch() async throws {
+        let thread = try LoopThread(name: "superseded")
+        defer { thread.shutdown() }
+        let loop = thread.loop
+        // Keep the loop inside a block, so that no pass can enter a mode until both switches are in.
+        let release = DispatchSemaphore(value: 0)
+        let blocked = DispatchSemaphore(value: 0)
+        try thread.perform {
+            blocked.signal()
+            release.wait()
+        }
+        await blocked.waitAsync()
+        let toB = Task { await loop.switchMode(to: "B") }
+        #expect(await eventually { thread.driver.mode == "B" })
+        let scopedB = Task { try await loop.withMode("B2") {} }
+        #expect(await eventually { thread.driver.mode == "B2" })
+        let toC = Task { await loop.switchMode(to: "C") }
+        #expect(await eventually { thread.driver.mode == "C" })
+        release.signal()
+        #expect(await toB.value == false)
+        await #expect(throws: LoopModeSupersededError.self) { try await scopedB.value }
+        #expect(await toC.value == true)
+        #expect(loop.currentMode == "C")
+    }
 }
