@@ -29,6 +29,9 @@ extension Loop {
         let result: Result<Bool, LoopSystemError> = change { _ in
             guard state.lifecycle.acceptsItems else { return .success(false) }
             guard bind(source) else { return .success(true) }
+            if let endAware = source.endAwareReference {
+                state.boundEndAwareItems[ObjectIdentifier(source)] = endAware
+            }
             // SPEC R63: into every common mode it is missing from, also when it is a common item
             // already (and was removed from one of them, R64), as CFRunLoop does.
             let newlyCommon = mode == .common && state.commonItems.insert(.descriptorSource(source))
@@ -184,6 +187,7 @@ extension Loop {
             for modeState in source.modes { modeState.descriptorCount -= 1 }
             source.modes.removeAll()
             state.commonItems.remove(source)
+            state.boundEndAwareItems.removeValue(forKey: ObjectIdentifier(source))
             if source.token != 0 { unwatch(source) }
             change.removedItemsFromModes()  // SPEC M7
         }

@@ -145,8 +145,10 @@ extension Loop {
                 // Nothing was queued a moment ago. Jobs and messages are accepted under their
                 // queue's or port's own lock, not this one: seal only if all of them are still idle
                 // with every one of those locks held at once, else drain again.
-                if sealIfIdle(endAwareItemsLocked()[...], endNoticeLocked()) {
+                let end = endNoticeLocked()
+                if sealIfIdle(endAwareItemsLocked()[...], end) {
                     state.lifecycle = .ended(state.lifecycle.reason ?? .threadExited)
+                    for item in unwatchedEndAwareItemsLocked() { item.loopEnded(end) }
                     return .sealed
                 }
             }
@@ -168,13 +170,24 @@ extension Loop {
         return modes
     }
 
-    /// Every item that accepts work outside the loop's lock, in a fixed order. Lock held.
+    /// The items that accept work outside the loop's lock and can still run it, in a fixed order:
+    /// the seal waits until each of them is idle. Lock held.
     private func endAwareItemsLocked() -> [any LoopEndAware] {
         var items: [any LoopEndAware] = state.jobQueues
         for source in state.descriptorSources.values {
             if let item = source.endAware { items.append(item) }
         }
         return items
+    }
+
+    /// The items bound to the loop that accept work outside its lock but are in no mode (a port
+    /// removed from every mode): nothing can run their work here, so the seal does not wait for
+    /// them, but they are told the loop ended with the others — a send then throws, and what they
+    /// hold stays theirs (a port's `invalidate()` returns it). Lock held.
+    private func unwatchedEndAwareItemsLocked() -> [any LoopEndAware] {
+        state.boundEndAwareItems = state.boundEndAwareItems.filter { $0.value.target != nil }
+        let watched = Set(state.descriptorSources.values.map { ObjectIdentifier($0) })
+        return state.boundEndAwareItems.compactMap { watched.contains($0.key) ? nil : $0.value.target }
     }
 
     /// Seals `items` all or none: each holds its lock while the rest decide (see `LoopEndAware`).
@@ -194,7 +207,7 @@ extension Loop {
     private func sealLocked() {
         state.lifecycle = .ended(state.lifecycle.reason ?? .threadExited)
         let end = endNoticeLocked()
-        for item in endAwareItemsLocked() { item.loopEnded(end) }
+        for item in endAwareItemsLocked() + unwatchedEndAwareItemsLocked() { item.loopEnded(end) }
     }
 
     /// The handlers registered with `addEndHandler`, taken out so each runs once. Lock held.

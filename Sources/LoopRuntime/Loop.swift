@@ -279,6 +279,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         for queue in state.jobQueues { queue.loopEnded(end) }
         detached.objects.append(contentsOf: state.jobQueues as [AnyObject])
         state.jobQueues.removeAll()
+        state.boundEndAwareItems.removeAll()  // told the loop ended by the seal (tearDown seals first)
         detached.objects.append(contentsOf: loopThread.jobQueues as [AnyObject])
         loopThread.jobQueues.removeAll()
         state.attachments.removeAll()

@@ -99,7 +99,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     public let label: StaticString?
     let handler: @Sendable (LoopDescriptorSource, Events) -> Void
     /// The port this source delivers for, told when the loop ends (see `LoopEndAware`).
-    private let endAwareReference: EndAwareReference?
+    let endAwareReference: EndAwareReference?
     var endAware: (any LoopEndAware)? { endAwareReference?.target }
 
     /// Guarded by the source's stripe lock (`withShared`).

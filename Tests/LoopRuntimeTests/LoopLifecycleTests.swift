@@ -89,6 +89,24 @@ struct LoopLifecycleTests {
         #expect(message.contains("never released"))
     }
 
+    /// Issue #31, case 7: a port removed from every mode was not among the items the seal
+    /// closed, and its sends kept succeeding after the loop had ended — messages nobody would
+    /// ever deliver.
+    @Test("R54 a port in no mode is closed by its loop's end too: sends throw, queued messages are returned")
+    func portInNoModeEndsWithItsLoop() throws {
+        let thread = try LoopThread(name: "port-no-mode")
+        let delivered = AtomicCount()
+        let port = try LoopPort<Int> { _ in delivered.increment() }
+        try thread.loop.add(port, forMode: .default)
+        thread.loop.remove(port, forMode: .default)
+        try port.send(1)  // accepted: it waits for the port to be in a running mode again
+        thread.shutdown()
+        #expect(throws: LoopPort<Int>.SendError.loopEnded(loop: thread.loop.description)) { try port.send(2) }
+        #expect(!port.isValid)
+        #expect(port.invalidate() == [1])  // nothing lost: the owner gets it back
+        #expect(delivered.value == 0)
+    }
+
     @Test("Port messages queued when the shutdown begins are delivered; sends after the end throw")
     func portMessagesDrained() throws {
         let thread = try LoopThread(name: "ports")

@@ -50,6 +50,10 @@ final class LoopState {
     @exclusivity(unchecked) var endHandlers: [UInt64: @Sendable () -> Void] = [:]
     /// Resumptions of async waiters under way, whose task will be enqueued on this loop (see
     /// `Loop.holdSeal(for:)`): the drain does not seal while there are any.
+    /// The items bound to this loop that accept work of their own (ports), watched or not, by
+    /// their descriptor source: a port removed from every mode still belongs to the lifecycle
+    /// (Loop+Lifecycle.swift). Weak: the loop does not keep a port alive.
+    @exclusivity(unchecked) var boundEndAwareItems: [ObjectIdentifier: EndAwareReference] = [:]
     @exclusivity(unchecked) var sealHolds = SealHolds()
     @exclusivity(unchecked) var nextEndHandlerToken: UInt64 = 0
     /// The keep-alive object of the `LoopThread` that owns the loop, if any (weak: the `LoopThread`
