@@ -135,6 +135,8 @@ extension Loop {
     func nextDrainStep(force: Bool = false) -> DrainStep {
         lock.withLock {
             if force {
+                preconditionNoJobsQueuedLocked(
+                    "its shutdown's drain never ran dry (10,000 rounds: work that queues more work for ever)")
                 sealLocked()
                 return .sealed
             }
@@ -202,6 +204,21 @@ extension Loop {
         return LoopEndNotice(loopName: description, message: "the \(self) has ended: \(reason.explanation)")
     }
 
+    /// Traps if an executor queue of the loop still holds jobs as the loop ends without running
+    /// them (`why`): their tasks would stay suspended for ever, which nothing must do silently.
+    /// Blocks are dropped with the loop (SPEC R5); a job is a task. Lock held.
+    private func preconditionNoJobsQueuedLocked(_ why: @autoclosure () -> String) {
+        let loaded = state.jobQueues.filter(\.hasQueuedWork)
+        guard !loaded.isEmpty else { return }
+        let queues = loaded.map { queue in
+            let name = queue.label.map { "'\($0)'" } ?? "(unlabelled)"
+            return "executor \(name) in modes \(queue.modes.map(\.rawValue)): \(queue.count) job(s)"
+        }
+        preconditionFailure(
+            "LoopRuntime: the \(self) is ending because \(why()), with jobs still queued: \(queues.joined(separator: "; ")). Their tasks would stay suspended for ever. Let the loop run until its executors' jobs have run — run it in their modes before its thread exits, or use a LoopThread, whose shutdown runs every job accepted before it."
+        )
+    }
+
     /// → ended, whatever is queued. Closes the executors' queues (a job enqueued from now on traps,
     /// naming the reason) and refuses further port messages. Lock held.
     private func sealLocked() {
@@ -224,7 +241,10 @@ extension Loop {
     func tearDown() {
         let taken: (TakenItems, [@Sendable () -> Void])? = lock.withLock {
             guard !state.isTornDown else { return nil }
-            if !state.lifecycle.isEnded { sealLocked() }
+            if !state.lifecycle.isEnded {
+                preconditionNoJobsQueuedLocked("its thread exited")
+                sealLocked()
+            }
             let handlers = takeEndHandlers()
             return (takeAllItems(), handlers)
         }

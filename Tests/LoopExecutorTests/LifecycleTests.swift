@@ -9,6 +9,16 @@ import Testing
     import Glibc
 #endif
 
+/// An actor pinned to a loop whose every job queues another: work that never runs dry.
+actor Respawner: LoopActor {
+    nonisolated let loopExecutor: LoopExecutor
+    init(_ executor: LoopExecutor) { loopExecutor = executor }
+
+    func respawn() {
+        Task { self.respawn() }
+    }
+}
+
 /// An actor pinned to a loop thread that waits in the loop's async bridges.
 actor Waiter: LoopActor {
     nonisolated let loopExecutor: LoopExecutor
@@ -166,6 +176,44 @@ struct LifecycleTests {
             precondition(outcome == "ended", "the sleep ended with \(outcome)")
             precondition(thread.loop.hasEnded)
         }
+    }
+
+    /// Issue #31, case 8: a plain thread's exit closed its loop's job queues with jobs in them,
+    /// and their tasks waited for ever; now the exit traps, naming the executor and its jobs.
+    @Test("A thread that exits with executor jobs queued on its loop traps, naming the executor")
+    func threadExitWithQueuedJobsTraps() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queued = DispatchSemaphore(value: 0)
+            let thread = try PlatformThread.spawn(name: "leaves-jobs") {
+                let executor = LoopExecutor(loop: .current, label: "left behind")
+                let pinned = Pinned(executor)
+                Task.detached { await pinned.call() }
+                while executor.pendingJobCount == 0 { sched_yield() }
+                queued.signal()
+                // The thread exits without running its loop: the job can never run.
+            }
+            queued.wait()
+            thread.join()
+        }
+        let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
+        #expect(message.contains("its thread exited, with jobs still queued"))
+        #expect(message.contains("executor 'left behind'"))
+        #expect(message.contains("1 job(s)"))
+    }
+
+    /// The same for a shutdown whose drain is cut off after 10,000 rounds: work that queues more
+    /// work for ever is stopped, but not by dropping the tasks it queued.
+    @Test("A drain cut off after 10,000 rounds with jobs still queued traps, naming the executor")
+    func cutOffDrainWithQueuedJobsTraps() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let thread = try LoopThread(name: "never-dry")
+            let spinner = Respawner(thread.loop.executor)
+            await spinner.respawn()
+            await thread.shutdown()
+        }
+        let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
+        #expect(message.contains("drain never ran dry"))
+        #expect(message.contains("job(s)"))
     }
 
     @Test("An activity stream iterated by an actor pinned to the same loop lets the loop go idle")
