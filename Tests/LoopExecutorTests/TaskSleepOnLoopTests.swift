@@ -147,25 +147,36 @@
         }
 
         @Test(
-            "SchedulingExecutor: shutting the loop thread down ends pending sleeps with CancellationError, and nothing waits"
+            "SchedulingExecutor: shutting the loop thread down ends pending sleeps early without cancelling their tasks; a sleep begun then is refused"
         )
         func shutdownEndsSleeps() async throws {
+            // Issue #31, case 9: the shutdown used to cancel the sleeping tasks themselves, so every
+            // later `checkCancellation()` of theirs failed.
             for _ in 0..<20 {
                 let thread = try LoopThread(name: "task-sleep-shutdown")
                 let executor = thread.executor
                 let sleepers = (0..<4).map { _ in
-                    Task(executorPreference: executor) { () -> Bool in
+                    Task(executorPreference: executor) { () -> String in
                         do {
                             try await Task.sleep(for: .seconds(600))
-                            return false
                         } catch {
-                            return error is CancellationError
+                            return "threw \(error)"
+                        }
+                        guard !Task.isCancelled else { return "cancelled" }
+                        // The loop no longer accepts items: a new sleep is refused.
+                        do {
+                            try await Task.sleep(for: .seconds(600))
+                            return "slept again"
+                        } catch {
+                            return error is CancellationError ? "ended early, then refused" : "threw \(error)"
                         }
                     }
                 }
                 #expect(await eventually { executor.delayedJobCount == 4 })
+                let started = ContinuousClock.now
                 await thread.shutdown()
-                for sleeper in sleepers { #expect(await sleeper.value) }
+                for sleeper in sleepers { #expect(await sleeper.value == "ended early, then refused") }
+                #expect(ContinuousClock.now - started < .seconds(60))
                 #expect(executor.delayedJobCount == 0)
             }
         }

@@ -11,33 +11,36 @@
     /// **Cancellation.** `Task.sleep` hands the executor a small wake-up job, not the sleeping task,
     /// and on cancellation it resumes the sleeper at once and leaves the wake-up job to run at the
     /// deadline (where it finds nothing to do). So a cancelled sleep would keep its loop timer — and
-    /// its wake-up — until the deadline. The table remembers the task that scheduled each job (the
-    /// sleeper: `enqueue(_:at:…)` runs inside it). When that task itself is enqueued on the
-    /// executor while its job still waits, and the task is cancelled, the sleep was cancelled: the
-    /// timer goes at once and the wake-up job runs now. (A sleeper resumed onto another executor is
-    /// not seen; its timer stays until the deadline, harmless.)
+    /// its wake-up — until the deadline. The table remembers the address of the task that scheduled
+    /// each job (the sleeper: `enqueue(_:at:…)` runs inside it; a task's job is the task). When
+    /// that task is enqueued on the executor while its job still waits, nothing but a cancellation
+    /// can have resumed it: the timer goes at once and the wake-up job runs now. (A sleeper resumed
+    /// onto another executor is not seen; its timer stays until the deadline, harmless.) Only the
+    /// address is kept: an `UnsafeCurrentTask` must not outlive `withUnsafeCurrentTask`.
     ///
     /// **The way back.** A sleep's wake-up job is a small task that hops to the generic executor
     /// first (Swift's global pool, or the default executor when `LoopExecutorFactory` installed
     /// one) and resumes the sleeper from there; the sleeper then hops to the executor it prefers.
-    /// So the sleeper arrives here some time after its job ran. From the
-    /// wake-up until that arrival the table holds the loop's seal (`Loop.holdSeal()`), as the
-    /// loop's own sleeps do: a shutdown does not end the loop before the sleeper is back (its
-    /// enqueue would trap), and a test loop is not idle while a woken task is on its way.
+    /// So the sleeper arrives here some time after its job ran. From the wake-up until that
+    /// arrival the table holds the loop's seal (`Loop.holdSeal(for:)`): a shutdown does not end
+    /// the loop before the sleeper is back (its enqueue would trap), and a test loop is not idle
+    /// while a woken task is on its way. That way back is the runtime's, through the generic
+    /// executor: if no thread of it is free (the only free one blocked in a synchronous
+    /// `shutdown()`), the drain's bound on holds ends the wait with a trap naming "Task.sleep".
     ///
-    /// **The loop's end.** When the loop stops accepting items, every waiting job runs at once, and
-    /// the task that scheduled it is cancelled: `Task.sleep` then throws `CancellationError`
-    /// instead of the loop's `LoopEndedError`, which it cannot throw, and a sleeping loop of work
-    /// winds down instead of sleeping again on a loop that is going away.
+    /// **The loop's end.** When the loop stops accepting items, every waiting job runs at once:
+    /// pending sleeps return early, without an error (the SPI has no way to make one sleep throw
+    /// but cancelling its whole task, and a library must not cancel tasks that only happened to
+    /// sleep). A sleep *begun* on a loop that no longer accepts items is refused the only way
+    /// `Task.sleep` can be: its task — the current one — is cancelled, and the sleep throws
+    /// `CancellationError`; so a task that sleeps between rounds of work winds down instead of
+    /// spinning on a loop that is going away.
     ///
     /// - Important: Safe from any thread; the timers fire on the loop's thread.
     final class DelayedJobs: Sendable {
-        /// The task that scheduled a job: retained (`UnsafeCurrentTask` holds its task strongly), so
-        /// its address stays its own while the entry lives. Only `isCancelled` and `cancel()` are
-        /// used on it from other threads, which `UnsafeCurrentTask` allows.
-        private struct Scheduler: @unchecked Sendable {
-            let task: UnsafeCurrentTask
-            /// The task's address: a task's job is the task, so this is the job it enqueues as.
+        /// The task that scheduled a job, by address: matched against the jobs the executor is
+        /// handed (a task's job is the task). Never dereferenced.
+        private struct Scheduler: Sendable {
             let address: UInt
         }
 
@@ -54,10 +57,11 @@
             /// Entries by the address of the task that scheduled them.
             var byScheduler: [UInt: UInt64] = [:]
             /// Tasks whose wake-up job went to the queue and that have not come back yet, each
-            /// with the loop's seal held for it (by address; the task is retained), and the
-            /// executor they come back to, kept alive until then: a task's executor preference
-            /// does not keep the executor alive, and the task arrives through the global pool.
-            var returning: [UInt: (task: Scheduler, owner: AnyObject & Sendable)] = [:]
+            /// with the loop's seal held for it (by address), and the executor they come back to,
+            /// kept alive until then: a task's executor preference does not keep the executor
+            /// alive, and the task arrives through the global pool. (A task that never comes back
+            /// here — resumed onto another executor — is forgotten when the loop ends.)
+            var returning: [UInt: AnyObject & Sendable] = [:]
             /// The loop's end handler, once registered (at the first delayed job: an executor that
             /// never gets one costs its loop nothing); `ended` once it ran.
             var endHandler: UInt64?
@@ -96,7 +100,7 @@
             keeping owner: AnyObject & Sendable
         ) {
             let scheduler: Scheduler? = withUnsafeCurrentTask { task in
-                task.map { Scheduler(task: $0, address: unsafeBitCast($0, to: UInt.self)) }
+                task.map { Scheduler(address: unsafeBitCast($0, to: UInt.self)) }
             }
             if !endHandled.load(ordering: .acquiring) { registerEndHandler() }
             let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
@@ -121,10 +125,12 @@
                 loop.timerAwaiters.add(1, ordering: .relaxed)
                 return (true, displaced)
             }
-            if let displaced { release(displaced, cancelling: false) }
+            if let displaced { release(displaced) }
             guard accepted else {
-                // The loop no longer accepts items: the timer would never fire.
-                release(entry, cancelling: true)
+                // The loop no longer accepts items: the timer would never fire. The sleep is
+                // refused by cancelling its task, the current one (see "The loop's end").
+                withUnsafeCurrentTask { $0?.cancel() }
+                release(entry)
                 return
             }
             for mode in modes { loop.add(timer, forMode: mode) }
@@ -179,19 +185,18 @@
 
         private func noteEnqueueOfPossibleSleeper(_ job: UnownedJob) -> (AnyObject & Sendable)? {
             let address = unsafeBitCast(job, to: UInt.self)
-            let (cancelled, returned): (Entry?, (task: Scheduler, owner: AnyObject & Sendable)?) = state.withLock {
-                state in
-                if let scheduler = state.returning.removeValue(forKey: address) {
+            let (cancelled, returned): (Entry?, (AnyObject & Sendable)?) = state.withLock { state in
+                if let owner = state.returning.removeValue(forKey: address) {
                     tracked.subtract(1, ordering: .relaxed)
-                    return (nil, scheduler)
+                    return (nil, owner)
                 }
-                guard let id = state.byScheduler[address], let entry = state.entries[id],
-                    entry.scheduler?.task.isCancelled == true
-                else { return (nil, nil) }
+                // The sleeper is back while its wake-up still waits: only a cancellation resumes
+                // a sleeping task without its wake-up.
+                guard let id = state.byScheduler[address] else { return (nil, nil) }
                 return (take(id, from: &state), nil)
             }
-            if let cancelled { release(cancelled, cancelling: false) }
-            return returned?.owner  // the task's retain goes here, outside the lock
+            if let cancelled { release(cancelled) }
+            return returned
         }
 
         /// The timer of entry `id` fired (loop thread): its job goes to the queue. A sleeper's seal
@@ -199,16 +204,22 @@
         private func fire(_ id: UInt64) {
             let (entry, stale): (Entry?, Bool) = state.withLock { state in
                 guard let entry = take(id, from: &state) else { return (nil, false) }
-                guard let scheduler = entry.scheduler, loop.holdSeal(for: "Task.sleep") else { return (entry, false) }
-                // A way back of the same task still open (it never came here): one hold each.
-                let stale =
-                    state.returning.updateValue((scheduler, entry.owner), forKey: scheduler.address) != nil
-                if !stale { tracked.add(1, ordering: .relaxed) }
-                return (entry, stale)
+                return (entry, holdForTheWayBack(of: entry, in: &state))
             }
             if stale { loop.releaseSealHold(for: "Task.sleep") }
             guard let entry else { return }
             enqueue(entry.job)
+        }
+
+        /// The seal held for a woken sleeper's way back (see "The way back"), recorded as
+        /// returning; true if a hold of the same task was already out (the caller then releases
+        /// one: one hold per task). Lock held.
+        private func holdForTheWayBack(of entry: Entry, in state: inout State) -> Bool {
+            guard let scheduler = entry.scheduler, loop.holdSeal(for: "Task.sleep") else { return false }
+            // A way back of the same task still open (it never came here): one hold each.
+            let stale = state.returning.updateValue(entry.owner, forKey: scheduler.address) != nil
+            if !stale { tracked.add(1, ordering: .relaxed) }
+            return stale
         }
 
         private func registerEndHandler() {
@@ -223,20 +234,24 @@
             endHandled.store(true, ordering: .releasing)
         }
 
-        /// The loop stops accepting items: every waiting job runs now, and its task is cancelled.
+        /// The loop stops accepting items: every waiting job runs now (its sleep returns early).
         private func loopEnded() {
-            let entries: [(UInt64, Entry)] = state.withLock { state in
+            let (entries, stale): ([(UInt64, Entry)], Int) = state.withLock { state in
                 state.ended = true
                 state.endHandler = nil
                 let all = state.entries.sorted { $0.key < $1.key }
                 loop.timerAwaiters.subtract(all.count, ordering: .relaxed)
                 state.entries.removeAll()
                 state.byScheduler.removeAll()
-                // Woken sleepers on their way back keep their holds: the drain waits for them.
+                // Woken sleepers on their way back keep their holds: the drain waits for them; and
+                // the sleepers woken now are on their way back too.
                 tracked.store(state.returning.count, ordering: .relaxed)
-                return all
+                var stale = 0
+                for (_, entry) in all where holdForTheWayBack(of: entry, in: &state) { stale += 1 }
+                return (all, stale)
             }
-            for (_, entry) in entries { release(entry, cancelling: true) }
+            for _ in 0..<stale { loop.releaseSealHold(for: "Task.sleep") }
+            for (_, entry) in entries { release(entry) }
         }
 
         /// Removes entry `id` from the table (lock held).
@@ -250,11 +265,11 @@
             return entry
         }
 
-        /// An entry taken out before its time: its timer goes, its task is cancelled if asked, and
-        /// its job runs now (a `Task.sleep` wake-up job finds the sleep over and only cleans up).
-        private func release(_ entry: Entry, cancelling: Bool) {
+        /// An entry taken out before its time: its timer goes and its job runs now (a `Task.sleep`
+        /// wake-up job whose sleep was cancelled finds it over and only cleans up; otherwise the
+        /// sleep returns early).
+        private func release(_ entry: Entry) {
             entry.timer.invalidate()
-            if cancelling { entry.scheduler?.task.cancel() }
             enqueue(entry.job)
         }
     }

@@ -14,8 +14,10 @@
         /// a loop timer. It fires only while the loop runs one of the executor's modes (so the sleep
         /// pauses while the loop runs another), shows in `Loop.timerCount(in:)` meanwhile, and a
         /// cancelled sleep removes its timer as soon as the cancelled task comes back to this
-        /// executor. When the loop stops accepting items, waiting jobs run at once and the tasks
-        /// that scheduled them are cancelled (`Task.sleep` throws `CancellationError`).
+        /// executor. When the loop stops accepting items, waiting jobs run at once (a `Task.sleep`
+        /// returns early, its task is not cancelled); a job scheduled after that runs at once too,
+        /// and the task scheduling it — the current one — is cancelled (`Task.sleep` throws
+        /// `CancellationError`), so that a task sleeping in rounds winds down.
         ///
         /// `ContinuousClock`, `SuspendingClock`, ``LoopClock`` and any clock whose durations are
         /// `Swift.Duration` map onto the loop's clock by their distance from their own `now`
