@@ -174,33 +174,50 @@ public struct LoopActivities: AsyncSequence, Sendable {
 }
 
 /// What an activity stream keeps while its consumer is busy: a bounded ring that drops by the
-/// stream's policy and counts what it dropped.
+/// stream's policy and counts what it dropped. Its memory grows with what is kept, up to the
+/// capacity asked for: a stream made with a capacity of a million (or `Int.max`) costs what it
+/// holds, not what it could.
 struct ActivityRing: MailboxBuffer {
-    /// `buffer[head..<head+count]` modulo capacity (plain values, no optionals: the slots outside
-    /// the window hold stale events).
-    private var buffer: [LoopActivityEvent]
+    /// `buffer[head..<head+count]` modulo `buffer.count` (plain values, no optionals: the slots
+    /// outside the window hold stale events). `buffer.count` grows to `capacity` by doubling.
+    private var buffer: [LoopActivityEvent] = []
     private var head = 0
     private var count = 0
     private var droppedSinceLast = 0
     private let policy: LoopActivityBuffering
+    private let capacity: Int
 
     init(_ policy: LoopActivityBuffering) {
         self.policy = policy
-        let placeholder = LoopActivityEvent(activity: [], mode: .default, time: .now, depth: 0, dropped: 0)
-        buffer = Array(repeating: placeholder, count: policy.capacity)
+        capacity = policy.capacity
     }
 
     mutating func append(_ event: LoopActivityEvent) {
-        let capacity = buffer.count
         if count == capacity {
             droppedSinceLast += 1
             guard case .dropOldest = policy else { return }
-            head = head + 1 == capacity ? 0 : head + 1
+            head = head + 1 == buffer.count ? 0 : head + 1
             count -= 1
+        } else if count == buffer.count {
+            grow(keeping: event)
         }
+        let size = buffer.count
         let slot = head + count
-        buffer[slot >= capacity ? slot - capacity : slot] = event
+        buffer[slot >= size ? slot - size : slot] = event
         count += 1
+    }
+
+    /// Makes room for more events (the ring is full below its capacity): the kept ones move to the
+    /// front of a buffer twice the size, or the capacity if that is smaller. Off the common path.
+    @inline(never)
+    private mutating func grow(keeping placeholder: LoopActivityEvent) {
+        let size = count == 0 ? min(capacity, 16) : min(capacity, count > capacity / 2 ? capacity : count * 2)
+        var grown: [LoopActivityEvent] = []
+        grown.reserveCapacity(size)
+        for index in 0..<count { grown.append(buffer[(head + index) % buffer.count]) }
+        while grown.count < size { grown.append(placeholder) }
+        buffer = grown
+        head = 0
     }
 
     /// The oldest event kept, stamped with the drops since the previous delivery.
@@ -219,5 +236,5 @@ struct ActivityRing: MailboxBuffer {
     }
 
     /// Half full: a consumer on the loop's thread gets its batch now rather than risk drops.
-    var wantsHandOff: Bool { count * 2 >= buffer.count }
+    var wantsHandOff: Bool { count >= capacity - capacity / 2 }
 }

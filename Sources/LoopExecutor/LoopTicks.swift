@@ -139,14 +139,15 @@ private final class CountedFirePoints: @unchecked Sendable {
         let skipped = last.map { Swift.max(0, Self.nanoseconds($0.duration(to: date)) / step - 1) } ?? 0
         // Passed since this firing's date: the timer skips them next.
         let passed = Swift.max(0, Self.nanoseconds(date.duration(to: loop.now)) / step)
-        last = date + interval * passed
+        last = passed == 0 ? date : date + interval * passed
         return Int(skipped + passed)
     }
 
-    /// Whole nanoseconds: integer arithmetic, exact where a `Double` quotient is not.
+    /// Whole nanoseconds: integer arithmetic, exact where a `Double` quotient is not; clamped to
+    /// `Int64` (an interval of `.seconds(Int64.max)` is "never", not an overflow).
     private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let attoseconds = Int128(duration._high) << 64 | Int128(duration._low)
+        return Int64(clamping: attoseconds / 1_000_000_000)
     }
 }
 

@@ -318,7 +318,8 @@ extension Loop {
         let called = callout(of: timer) {
             recorded =
                 records
-                && instrumentCalloutBegins(.timer, label: timer.label, lateness: loopThread.now(waiter) - serviced)
+                && instrumentCalloutBegins(
+                    .timer, label: timer.label, lateness: LoopTime.distance(from: serviced, to: loopThread.now(waiter)))
             timer.handler(timer)
         }
         guard called else {
@@ -385,7 +386,9 @@ extension Loop {
     /// SPEC R37: the scheduled date plus the smallest whole number of intervals that lands
     /// strictly after `now` — one firing for all missed points, phase kept.
     static func nextFireDate(after scheduled: Int64, interval: Int64, now: Int64) -> Int64 {
-        let elapsed = max(0, now - scheduled)
+        let elapsed = max(0, LoopTime.distance(from: scheduled, to: now))
+        // Scheduled before the start of loop time (a date clamped to `Int64.min`): no phase to keep.
+        if elapsed == .max { return LoopTime.adding(interval, to: now) }
         let intervals = elapsed / interval + 1
         let (offset, overflow) = intervals.multipliedReportingOverflow(by: interval)
         return overflow ? LoopTime.distantFuture : LoopTime.adding(offset, to: scheduled)

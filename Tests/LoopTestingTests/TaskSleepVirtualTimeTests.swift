@@ -75,5 +75,22 @@
             #expect(loop.loop.timerCount(in: .common) == 0)
             #expect(loop.elapsed == .zero)
         }
+
+        /// Issue #31, case 10: the virtual distance of a `ContinuousClock` deadline was converted
+        /// to whole milliseconds through an `Int64` that `.seconds(Int64.max)` overflows (a trap).
+        @Test("SchedulingExecutor: Task.sleep(for: .seconds(Int64.max)) on virtual time waits as 'never' and cancels")
+        func sleepForEver() async throws {
+            let loop = try TestLoop(stallTimeout: .seconds(Int64.max))
+            let sleeper = Task(executorPreference: loop.executor) {
+                try await Task.sleep(for: .seconds(Int64.max))
+            }
+            try await loop.runUntilIdle()
+            #expect(loop.executor.delayedJobCount == 1)
+            try await loop.advance(by: .seconds(1_000_000_000))
+            #expect(loop.executor.delayedJobCount == 1)
+            sleeper.cancel()
+            await #expect(throws: CancellationError.self) { try await sleeper.value }
+            await loop.shutdown()
+        }
     }
 #endif

@@ -302,7 +302,11 @@
     private func virtualDistance(_ distance: Duration) -> Duration {
         let nanoseconds = distance / .nanoseconds(1)
         guard nanoseconds > 0 else { return distance }
-        return .milliseconds(Int64((nanoseconds / 1_000_000).rounded(.up)))
+        // Beyond `Int64.max` milliseconds (292 million years) it is as good as never: the loop's
+        // own arithmetic saturates from there.
+        let milliseconds = (nanoseconds / 1_000_000).rounded(.up)
+        guard milliseconds < Double(Int64.max) else { return .seconds(Int64.max) }
+        return .milliseconds(Int64(milliseconds))
     }
 
     /// `delay` on clock `C` as a deadline on `loop`'s clock, or `nil` for a clock whose durations

@@ -244,23 +244,23 @@ struct RawTraceEvent {
 }
 
 /// A loop's trace events: a bounded ring of plain records, written by the loop's thread under a
-/// lock the snapshots take too.
+/// lock the snapshots take too. Its memory grows with the events recorded, up to the capacity
+/// asked for (a capacity of `Int.max` means "keep everything", not an allocation of that size).
 final class TraceRing: Sendable {
     private struct Ring {
-        var buffer = UnsafeMutablePointer<RawTraceEvent>.allocate(capacity: 1)
+        var events: [RawTraceEvent] = []
         var capacity = 1
-        var count = 0
         /// The slot of the oldest event once the ring is full.
         var head = 0
         var dropped = 0
         var threadID: Int32 = 0
 
+        @inline(__always)
         mutating func append(_ event: RawTraceEvent) {
-            if count < capacity {
-                (buffer + count).initialize(to: event)
-                count += 1
+            if events.count < capacity {
+                events.append(event)
             } else {
-                buffer[head] = event
+                events[head] = event
                 head = head + 1 == capacity ? 0 : head + 1
                 dropped += 1
             }
@@ -269,20 +269,18 @@ final class TraceRing: Sendable {
 
     private let ring = Locked(Ring())
 
-    deinit {
-        ring.withLock { $0.buffer.deallocate() }
-    }
-
     func restart(capacity: Int) {
-        var fresh = Ring(buffer: .allocate(capacity: capacity), capacity: capacity)
-        let old = ring.withLock { ring in
+        var fresh = Ring()
+        fresh.capacity = capacity
+        fresh.events.reserveCapacity(min(capacity, 1_024))
+        let old: Ring = ring.withLock { ring in
             defer {
                 fresh.threadID = ring.threadID  // the thread stays the same
                 ring = fresh
             }
-            return ring.buffer
+            return ring
         }
-        old.deallocate()
+        _ = old  // its buffer is freed here, after unlocking
     }
 
     /// Records `event` (loop thread only; `threadID` is the thread's kernel id).
@@ -296,7 +294,7 @@ final class TraceRing: Sendable {
 
     func snapshot() -> ([Loop.TraceEvent], dropped: Int, threadID: Int32) {
         let (raw, dropped, threadID): ([RawTraceEvent], Int, Int32) = ring.withLock { ring in
-            let raw = (0..<ring.count).map { ring.buffer[(ring.head + $0) % ring.capacity] }
+            let raw = Array(ring.events[ring.head...] + ring.events[..<ring.head])
             return (raw, ring.dropped, ring.threadID)
         }
         return (raw.map(\.event), dropped, threadID)

@@ -36,12 +36,10 @@ enum LoopTime {
         // Zero and anything under 2⁶⁴ attoseconds (18 s), without the out-of-line `==` and the
         // 128-bit division of `components`: `Duration` is frozen, its attoseconds in two halves.
         if duration._high == 0 { return Int64(duration._low / 1_000_000_000) }
-        let (seconds, attoseconds) = duration.components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        let (total, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
-        if overflow2 { return seconds < 0 ? .min : .max }
-        return total
+        // The whole 128-bit count: `components` traps for more than `Int64.max` seconds, which a
+        // far deadline (`.now + .seconds(.max)`) reaches.
+        let attoseconds = Int128(duration._high) << 64 | Int128(duration._low)
+        return Int64(clamping: attoseconds / 1_000_000_000)
     }
 
     /// `base + delta`, saturating instead of overflowing.
@@ -49,5 +47,13 @@ enum LoopTime {
     static func adding(_ delta: Int64, to base: Int64) -> Int64 {
         let (sum, overflow) = base.addingReportingOverflow(delta)
         return overflow ? (delta > 0 ? .max : .min) : sum
+    }
+
+    /// `later - earlier`, saturating instead of overflowing (a date clamped to `Int64.min`, from
+    /// an instant of `.seconds(Int64.min)`, is "long ago", not a trap).
+    @inline(__always)
+    static func distance(from earlier: Int64, to later: Int64) -> Int64 {
+        let (difference, overflow) = later.subtractingReportingOverflow(earlier)
+        return overflow ? (later > earlier ? .max : .min) : difference
     }
 }
