@@ -51,6 +51,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// The waiter is a virtual clock's (a test loop): `hasVirtualClock`, without a cast per call.
     let waitsOnVirtualTime: Bool
     let isMain: Bool
+    /// Guards `state`. Its place in the package's lock order, and the rule that nothing user-made
+    /// is run or released under it: ThreadingModel.md, "Locks".
     let lock = LoopLock()
     let state = LoopState()
     /// `awake`, `sleeping` or `notified`: see Loop+Wait.swift.

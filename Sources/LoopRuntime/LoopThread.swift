@@ -63,6 +63,11 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     private var lease: Lease?
 
     /// Shared by the `LoopThread` and its thread (which must not keep the `LoopThread` alive).
+    ///
+    /// Lock order: `state`'s lock is a leaf — nothing else is locked while it is held (not the
+    /// loop's lock, not an item's), and nothing that can run user code or release a user's object
+    /// runs under it (see `perform(after:inModes:_:)`). The package's whole order is in
+    /// ThreadingModel.md, "Locks".
     private final class Core: Sendable {
         struct State {
             var loop: Loop?
@@ -263,25 +268,30 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         _ block: @escaping @Sendable () -> Void
     ) throws(LoopThreadError) -> LoopTimer {
         guard isOpen else { throw .shutDown(thread: name) }
+        precondition(
+            !modes.isEmpty,
+            "LoopThread.perform(after:inModes:_:) was given an empty mode list for \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
+        )
         let core = self.core
-        return core.state.withLock { state -> LoopTimer in
-            let timerBox = TimerBox()
-            let timer = loop.perform(after: delay, inModes: modes) {
-                // The box is read under the same lock its writer holds, so a timer that fires at
-                // once still finds itself.
-                let done: LoopTimer? = core.state.withLock { state in
-                    guard let timer = timerBox.timer else { return nil }
-                    return state.delayed.removeValue(forKey: ObjectIdentifier(timer))
-                }
-                _ = done  // released after unlocking
-                block()
-            }
-            timerBox.timer = timer
-            // Forget the performs that were cancelled (their timers invalidated) meanwhile.
-            state.delayed = state.delayed.filter { $0.value.isValid }
-            state.delayed[ObjectIdentifier(timer)] = timer
-            return timer
+        // The delay is resolved on the loop's clock when the timer is added (`LoopTimer(after:)`).
+        let timer = LoopTimer(after: delay) { timer in
+            let done = core.state.withLock { $0.delayed.removeValue(forKey: ObjectIdentifier(timer)) }
+            _ = done  // released after unlocking
+            block()
         }
+        // Registered before it is added, so that it finds itself when it fires at once. No user
+        // code runs under the core lock: the delayed performs that were cancelled meanwhile (their
+        // timers invalidated) are forgotten here but let go of — with whatever their blocks
+        // captured — after unlocking, and the loop is not touched under it.
+        let cancelled: [LoopTimer] = core.state.withLock { state in
+            let cancelled = state.delayed.values.filter { !$0.isValid }
+            for timer in cancelled { state.delayed.removeValue(forKey: ObjectIdentifier(timer)) }
+            state.delayed[ObjectIdentifier(timer)] = timer
+            return cancelled
+        }
+        _ = cancelled
+        for mode in modes { loop.add(timer, forMode: mode) }  // refused (invalidated) if a shutdown began
+        return timer
     }
 
     // MARK: - Shutdown
@@ -403,13 +413,6 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         loop.tearDown()
         // The thread now exits; `running` is left, and every `shutdown()` caller returns.
     }
-}
-
-/// Lets a delayed perform's block find its own timer.
-private final class TimerBox: @unchecked Sendable {
-    // Written and read under the LoopThread's state lock. Weak: the timer's handler owns the box,
-    // so a strong reference would be a cycle that keeps the timer and the user's block forever.
-    weak var timer: LoopTimer?
 }
 
 /// Why a ``LoopThread`` refused work.

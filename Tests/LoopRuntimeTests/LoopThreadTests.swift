@@ -209,4 +209,28 @@ struct LoopThreadTests {
             try thread.perform(inModes: []) {}
         }
     }
+
+    /// Issue #31, case 11: a cancelled delayed perform was let go of, with its block's captures,
+    /// under the thread's own lock, by the next `perform(after:)`; a capture whose deinit called
+    /// `perform(after:)` deadlocked there.
+    @Test("R75 a delayed perform's captures are released outside the thread's lock (a deinit may perform again)")
+    func delayedPerformCapturesReleasedOutsideTheLock() async {
+        await #expect(processExitsWith: .success) {
+            _ = try PlatformThread.spawn(name: "watchdog") {
+                sleep(20)
+                exit(3)  // deadlocked
+            }
+            let thread = try LoopThread(name: "reentrant")
+            let reperformed = Flag()
+            var probe: DeinitProbe? = DeinitProbe {
+                _ = try? thread.perform(after: .seconds(3_600)) {}
+                reperformed.set(true)
+            }
+            try thread.perform(after: .seconds(3_600)) { [probe] in _ = probe }.invalidate()
+            probe = nil  // the thread still lists the cancelled perform until its next delayed one
+            _ = try thread.perform(after: .seconds(3_600)) {}
+            precondition(eventually { reperformed.value }, "the capture was never released")
+            thread.shutdown()
+        }
+    }
 }
