@@ -17,6 +17,16 @@ static pthread_t cloop_main_thread_id;
 // `Loop.main` is first asked for from another thread.
 __attribute__((constructor)) static void cloop_record_main_thread(void) {
     cloop_main_thread_id = pthread_self();
+    cloop_thread_token_storage = 1;
+}
+
+__thread uint64_t cloop_thread_token_storage = 0;
+static _Atomic uint64_t cloop_next_thread_token = 2;
+
+uint64_t cloop_assign_thread_token(void) {
+    uint64_t token = atomic_fetch_add_explicit(&cloop_next_thread_token, 1, memory_order_relaxed);
+    cloop_thread_token_storage = token;
+    return token;
 }
 
 bool cloop_is_main_thread(void) { return pthread_equal(pthread_self(), cloop_main_thread_id) != 0; }

@@ -10,6 +10,25 @@ import Testing
 /// SPEC R5 and the no-leak policy: thread-exit teardown and descriptors.
 @Suite("Thread exit and descriptors (SPEC R5)")
 struct LoopThreadExitTests {
+    /// Issue #31, case 12: a loop knew its thread by `pthread_t`, which glibc gives the next thread
+    /// once the first has ended; a loop that outlived its thread then took a new thread for its
+    /// own (`isCurrentThread`, and with it every "on the loop's thread" check).
+    @Test("R7 a loop that outlived its thread is not a later thread's, even when that thread reuses its pthread_t")
+    func outlivedLoopIsNotANewThreads() throws {
+        let made = Locked<(Loop, pthread_t)?>(nil)
+        try onNewThread(name: "first") {
+            made.withLock { $0 = (Loop(waiter: ManualWaiter()), pthread_self()) }
+        }
+        let (loop, firstThread) = try #require(made.withLock { $0 })
+        let seen = Locked<(current: Bool, samePthread: Bool)?>(nil)
+        try onNewThread(name: "second") {
+            seen.withLock { $0 = (loop.isCurrentThread, pthread_equal(pthread_self(), firstThread) != 0) }
+        }
+        let (current, samePthread) = try #require(seen.withLock { $0 })
+        #expect(!current, "the loop took a new thread for its own (same pthread_t: \(samePthread))")
+        #expect(!loop.isCurrentThread)
+    }
+
     @Test("R5 thread exit detaches every item, calls cancel once per mode, drops blocks")
     func threadExitTeardown() throws {
         let trace = Trace()

@@ -26,6 +26,16 @@ static const uint32_t CLOOP_EPOLLHUP = EPOLLHUP;
 static const uint32_t CLOOP_EPOLLRDHUP = EPOLLRDHUP;
 
 /// epoll_create1(EPOLL_CLOEXEC).
+// A token for the calling thread, unique for the life of the process (unlike `pthread_t`, which
+// glibc reuses for a thread started after another one ended): 1 for the main thread, then 2, 3, …
+// in the order threads first ask. One thread-local load after the first call.
+extern __thread uint64_t cloop_thread_token_storage;
+uint64_t cloop_assign_thread_token(void);
+static inline uint64_t cloop_thread_token(void) {
+    uint64_t token = cloop_thread_token_storage;
+    return token != 0 ? token : cloop_assign_thread_token();
+}
+
 static inline int cloop_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
 /// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC).

@@ -5,9 +5,11 @@ import CLoopRuntimeShims
 #endif
 
 /// The identity of the thread a loop belongs to, with what error messages need to name it.
-struct ThreadIdentity: @unchecked Sendable {
-    // `pthread_t` is an integer on Linux; it is only compared with `pthread_equal`.
-    let thread: pthread_t
+struct ThreadIdentity: Sendable {
+    /// The thread's token (`cloop_thread_token`): unique for the life of the process. A `pthread_t`
+    /// is not — glibc hands a finished thread's to the next one — so a loop that outlived its
+    /// thread would otherwise take a new thread for its own.
+    let token: UInt64
     /// The kernel thread id, for messages.
     let tid: Int32
     /// The thread's name when the loop was made (`pthread_getname_np`), for messages.
@@ -15,17 +17,17 @@ struct ThreadIdentity: @unchecked Sendable {
 
     /// The calling thread.
     static var current: ThreadIdentity {
-        ThreadIdentity(thread: pthread_self(), tid: cloop_gettid(), name: currentThreadName())
+        ThreadIdentity(token: cloop_thread_token(), tid: cloop_gettid(), name: currentThreadName())
     }
 
     /// The process's main thread, whichever thread asks.
     static var main: ThreadIdentity {
-        ThreadIdentity(thread: cloop_main_thread(), tid: getpid(), name: "main")
+        ThreadIdentity(token: 1, tid: getpid(), name: "main")  // the main thread's token (shims.c)
     }
 
-    /// True when called on this thread. Cheap: `pthread_self` reads a register.
+    /// True when called on this thread. Cheap: one thread-local load.
     @inline(__always)
-    var isCurrent: Bool { pthread_equal(pthread_self(), thread) != 0 }
+    var isCurrent: Bool { cloop_thread_token() == token }
 
     /// `'name' (tid N)`, for messages.
     var debugName: String { "'\(name)' (tid \(tid))" }
