@@ -1,8 +1,9 @@
 import Foundation
+import LoopRuntime
 
 // LoopBenchmarks: every figure next to its comparison measured in the same run, as a ratio.
 //
-//   swift run -c release LoopBenchmarks [scenario…] [--quick] [--json]
+//   swift run -c release LoopBenchmarks [scenario…] [--quick] [--json] [--no-huge-pages]
 //
 // Ratios < 1 mean LoopRuntime is better (for rates, the ratio is comparison/ours).
 //
@@ -44,6 +45,10 @@ guard unknown.isEmpty else {
     exit(2)
 }
 let selected = arguments.isEmpty ? scenarios : scenarios.filter { arguments.contains($0.name) }
+// Huge pages for big timer heaps are the application's opt-in (the library never asks by itself);
+// the benchmark opts in, as a server scheduling millions of timers would, unless told not to
+// (`--no-huge-pages`, the library's default).
+Loop.largeTimerHeapsUseHugePages = !CommandLine.arguments.contains("--no-huge-pages")
 let scale = Scale(quick: quick)
 if !Report.json {
     print(

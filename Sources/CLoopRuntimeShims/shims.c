@@ -111,10 +111,10 @@ void cloop_thread_cpu_microseconds(double *microseconds) {
                     (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
 }
 
-void *cloop_map_memory(size_t bytes) {
+void *cloop_map_memory(size_t bytes, bool huge_pages) {
     void *address = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (address == MAP_FAILED) return NULL;
-    (void)madvise(address, bytes, MADV_HUGEPAGE);  // a hint; EINVAL without THP support
+    if (huge_pages) (void)madvise(address, bytes, MADV_HUGEPAGE);  // a hint; EINVAL without THP
     return address;
 }
 

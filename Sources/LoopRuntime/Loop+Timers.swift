@@ -273,13 +273,10 @@ extension Loop {
     }
 
     /// Releases timer-heap entries dropped by invalidations, removals and moves (outside the lock:
-    /// a timer's last release may run user code). After a teardown (tens of thousands of timers
-    /// invalidated), the freed memory is handed back to the system too, a second after its last
-    /// batch (see FreeMemoryReturn); glibc would keep it on its free lists otherwise.
+    /// a timer's last release may run user code). The memory they free stays with the allocator;
+    /// handing it back to the system is the application's call (`Loop.returnFreeMemory()`).
     func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
-        let count = dead.count
         TimerHeap.release(&dead)
-        FreeMemoryReturn.noteReleased(count)
     }
 
     /// Runs `body` under the loop's lock, then gives back, after unlocking, the timer entries that

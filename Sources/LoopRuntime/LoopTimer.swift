@@ -31,11 +31,10 @@ import Synchronization
 /// its target. One exception, the price of O(1) invalidation: while a mode holds more pending
 /// timers than invalidated ones, the place of an invalidated timer deep in the mode's deadline
 /// heap is only marked stale, and the timer is let go of when that place comes up (its old fire
-/// date, in a pass of the mode) or when stale places come to outnumber live ones. After a
-/// teardown (65,536 timers or more let go of in batches of a thousand or more), a loop using glibc
-/// also hands the memory that is free by then back to the system (`malloc_trim`), a second after
-/// the teardown's last batch: a teardown of a million timers does not leave their memory
-/// resident, and one followed at once by a rebuild reuses it instead of faulting fresh pages in.
+/// date, in a pass of the mode) or when stale places come to outnumber live ones. The memory of
+/// timers let go of stays with the C allocator, ready for the next timers; after a teardown of a
+/// million of them, ``Loop/returnFreeMemory()`` hands it back to the system (the library never
+/// trims the allocator by itself).
 ///
 /// - Important: Safe from any thread: you may create, add, move (``setFireDate(_:)``), change the
 ///   tolerance of, and invalidate a timer from any thread; a loop sleeping in one of the timer's
@@ -43,7 +42,7 @@ import Synchronization
 ///   thread.
 public final class LoopTimer: @unchecked Sendable {
     // Thread-safety: `intervalNanoseconds`, `handler` and `hasLabel` are immutable (a label lives in
-    // `TimerLabels`, under its lock). `binding` and `schedule` are guarded by the timer's stripe
+    // `binding`, whose box only labelled timers allocate). `binding` and `schedule` are guarded by the timer's stripe
     // lock; `valid` is an atomic that changes only under it. Once the timer is bound, `schedule`
     // is written only with the bound loop's lock held too (`Loop.reschedule`, a firing's end), so
     // that loop may read it under its own lock alone (`boundSchedule`). `modes`, `generation`,
@@ -101,8 +100,9 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// True while the handler runs; the timer then has no live heap entry (SPEC R42).
     @exclusivity(unchecked) var isFiring = false
-    /// The timer has a label, kept in `TimerLabels` (this byte is the layout's only spare one: a
-    /// label stored here would take a pending timer past its 96-byte allocation).
+    /// The timer has a label, kept in its binding's box (this byte is the layout's only spare one: a
+    /// label stored here would take a pending timer past its 96-byte allocation). Lets an
+    /// unlabelled timer answer `label` without its stripe lock.
     private let hasLabel: Bool
     /// Bumped whenever the schedule changes; heap entries of older generations are stale.
     @exclusivity(unchecked) var generation: UInt32 = 0
@@ -151,18 +151,14 @@ public final class LoopTimer: @unchecked Sendable {
         let tolerance = Self.clampedTolerance(tolerance, interval: intervalNanoseconds)
         self.schedule = Schedule(fireDate: LoopTime.nanoseconds(of: date), tolerance: tolerance)
         self.hasLabel = label != nil
-        if let label { TimerLabels.set(label, of: self) }
-    }
-
-    deinit {
-        if hasLabel { TimerLabels.remove(self) }
+        if let label { binding = LoopBinding(label: label) }
     }
 
     /// The name of the timer's callouts in metrics, stall reports and traces, if it has one.
     ///
     /// - Important: Safe from any thread (immutable).
     public var label: StaticString? {
-        hasLabel ? TimerLabels.label(of: self) : nil
+        hasLabel ? withStripeLock { binding.label } : nil
     }
 
     /// Creates a timer that first fires `delay` after it is added to a loop, on that loop's clock
@@ -302,30 +298,5 @@ extension LoopTimer: LoopBoundItem {
         guard schedule.isDelay else { return }
         schedule = Schedule(
             fireDate: LoopTime.adding(schedule.fireDate, to: loop.waiter.now()), tolerance: ~schedule.tolerance)
-    }
-}
-
-/// The labels of labelled timers, by timer: a side table, so that the label costs a pending
-/// timer no memory (see `LoopTimer.hasLabel`). Read only by `label`, which the loop asks for only
-/// while an instrument records.
-enum TimerLabels {
-    private static let labels = Locked<[ObjectIdentifier: StaticString]>([:])
-
-    static func set(_ label: StaticString, of timer: LoopTimer) {
-        labels.withLock { $0[ObjectIdentifier(timer)] = label }
-    }
-
-    static func label(of timer: LoopTimer) -> StaticString? {
-        label(of: ObjectIdentifier(timer))
-    }
-
-    /// The label kept for the timer at `identifier` (for tests: a released timer has none).
-    static func label(of identifier: ObjectIdentifier) -> StaticString? {
-        labels.withLock { $0[identifier] }
-    }
-
-    /// At the timer's deinit, before its address can be reused.
-    static func remove(_ timer: LoopTimer) {
-        _ = labels.withLock { $0.removeValue(forKey: ObjectIdentifier(timer)) }
     }
 }

@@ -353,15 +353,17 @@ struct InstrumentsTests {
         #expect(
             LoopDescriptorSource(descriptor: 0, events: .readable, label: "stdin") { _, _ in }.label.map { "\($0)" }
                 == "stdin")
-        // A labelled timer's entry in the side table goes with the timer. (Other tests running
-        // meanwhile may reuse the addresses, with their own labels.)
-        var identifiers: [ObjectIdentifier] = []
-        do {
-            let temporaries = (0..<100).map { _ in LoopTimer(after: .seconds(1), label: "side-table check") { _ in } }
-            identifiers = temporaries.map(ObjectIdentifier.init)
-            #expect(identifiers.allSatisfy { TimerLabels.label(of: $0).map { "\($0)" } == "side-table check" })
+        // Issue #31, case 13: labels were kept in one process-wide locked table; a timer now keeps
+        // its own, and an unlabelled timer stays as small as before (88 bytes: the timer budget).
+        let (loop, _) = makeManualLoop()
+        loop.add(timer, forMode: .default)
+        #expect(timer.label.map { "\($0)" } == "refresh")  // bound: still its own
+        let unlabelled = LoopTimer(after: .seconds(1)) { _ in }
+        loop.add(unlabelled, forMode: .default)
+        for each in [timer, unlabelled] {
+            #expect(malloc_usable_size(Unmanaged.passUnretained(each).toOpaque()) <= 88)
         }
-        #expect(identifiers.allSatisfy { TimerLabels.label(of: $0).map { "\($0)" } != "side-table check" })
+        #expect(MemoryLayout<LoopBinding>.size == MemoryLayout<Int>.size)
     }
 }
 

@@ -93,14 +93,56 @@ struct TimerBatchTests {
         #expect(loop.run(.default, for: .zero) == .finished)
     }
 
-    @Test("A teardown's batches add up, and the free memory goes back a delay after the last one")
-    func freeMemoryReturnsAfterTheLastBatch() {
-        // Process-wide state that other tests' teardowns touch too: only what holds whatever they
-        // do is asserted.
-        let before = FreeMemoryReturn.returns
-        FreeMemoryReturn.noteReleased(FreeMemoryReturn.teardownSize / 2)
-        FreeMemoryReturn.noteReleased(FreeMemoryReturn.teardownSize / 2)
-        #expect(eventually { FreeMemoryReturn.returns > before })  // about a second later
+    /// Issue #31, case 13: the library used to trim the process's allocator by itself after big
+    /// teardowns; memory goes back only when the application asks (in a process of its own, so
+    /// that no other test's allocations move the resident set).
+    @Test("Loop.returnFreeMemory hands the memory of a big timer teardown back to the system; nothing else does")
+    func returnFreeMemoryOnRequest() async {
+        await #expect(processExitsWith: .success) {
+            // AddressSanitizer's allocator keeps freed memory in quarantine whatever is asked.
+            guard dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_init") == nil else { return }
+            let (loop, waiter) = makeManualLoop()
+            var timers: [LoopTimer] = []
+            for offset in 0..<300_000 {  // about 38 MB of timers
+                let timer = LoopTimer(fireAt: waiter.virtualNow + .seconds(3_600) + .microseconds(offset)) { _ in }
+                loop.add(timer, forMode: .default)
+                timers.append(timer)
+            }
+            for timer in timers { timer.invalidate() }
+            timers = []
+            loop.run(.default, for: .zero)
+            let kept = residentBytes()
+            usleep(1_500_000)
+            // Nothing handed it back by itself.
+            precondition(residentBytes() > kept - 10_000_000, "the library trimmed the allocator by itself")
+            Loop.returnFreeMemory()
+            precondition(residentBytes() < kept - 15_000_000, "returnFreeMemory gave back too little")
+        }
+    }
+
+    /// Issue #31, case 13: the mapping of a big timer heap asked for transparent huge pages by
+    /// itself; now only when the application opts in (`VmFlags: hg` in /proc/self/smaps is the
+    /// kernel's record of `MADV_HUGEPAGE`).
+    @Test("A big timer heap's mapping asks for huge pages only when the application opted in")
+    func hugePagesAreOptIn() async {
+        await #expect(processExitsWith: .success) {
+            for optedIn in [false, true] {
+                Loop.largeTimerHeapsUseHugePages = optedIn
+                let (loop, waiter) = makeManualLoop()
+                var timers: [LoopTimer] = []
+                for offset in 0..<100_000 {  // 2.4 MB of heap entries: a mapping of its own
+                    let timer = LoopTimer(fireAt: waiter.virtualNow + .seconds(60) + .microseconds(offset)) { _ in }
+                    loop.add(timer, forMode: .default)
+                    timers.append(timer)
+                }
+                let base = loop.lock.withLock { loop.state.modes[.default]!.timerHeap.entries.baseAddress! }
+                let flags = vmFlags(ofMappingAt: UInt(bitPattern: base))
+                precondition(flags != nil, "no mapping holds the heap")
+                precondition(
+                    flags!.contains("hg") == optedIn, "opted in: \(optedIn), VmFlags: \(flags!.joined(separator: " "))")
+                for timer in timers { timer.invalidate() }
+            }
+        }
     }
 
     @Test("R41 a timer invalidated from another thread is let go of while its loop sleeps")
@@ -232,4 +274,41 @@ struct RadixSortTests {
         items.withUnsafeMutableBufferPointer { buffer in RadixSort.sort(buffer) { $0.key } }
         #expect(items.map(\.index) == expected.map(\.index))
     }
+}
+
+/// The process's resident set, from /proc/self/statm.
+private func residentBytes() -> Int {
+    guard let file = fopen("/proc/self/statm", "r") else { return 0 }
+    defer { fclose(file) }
+    var size = 0
+    var resident = 0
+    guard
+        withUnsafeMutablePointer(
+            to: &size,
+            { sizePointer in
+                withUnsafeMutablePointer(to: &resident) { residentPointer in
+                    withVaList([sizePointer, residentPointer]) { vfscanf(file, "%ld %ld", $0) }
+                }
+            }) == 2
+    else { return 0 }
+    return resident * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+/// The `VmFlags` of the mapping that holds `address`, from /proc/self/smaps.
+private func vmFlags(ofMappingAt address: UInt) -> [String]? {
+    guard let file = fopen("/proc/self/smaps", "r") else { return nil }
+    defer { fclose(file) }
+    var line = [CChar](repeating: 0, count: 4_096)
+    var inMapping = false
+    while fgets(&line, Int32(line.count), file) != nil {
+        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let fields = text.split(separator: " ", omittingEmptySubsequences: true)
+        if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
+            let bounds = range.split(separator: "-").compactMap { UInt($0, radix: 16) }
+            inMapping = bounds.count == 2 && bounds[0] <= address && address < bounds[1]
+        } else if inMapping, fields.first == "VmFlags:" {
+            return fields.dropFirst().map { String($0.filter { $0 != "\n" }) }
+        }
+    }
+    return nil
 }

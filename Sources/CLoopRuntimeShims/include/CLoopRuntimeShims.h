@@ -66,18 +66,20 @@ static inline void cloop_prefetch(const void *address) { __builtin_prefetch(addr
 
 /// Hands memory the allocator holds free back to the system (glibc's malloc_trim; a no-op with
 /// other C libraries). glibc keeps freed small blocks on free lists for reuse and returns them
-/// only when asked; the loop asks after it dropped a very large number of timers at once.
+/// only when asked. The library never asks by itself: `Loop.returnFreeMemory()` is the
+/// application's call.
 static inline void cloop_return_free_memory(void) {
 #if defined(__GLIBC__)
     malloc_trim(0);
 #endif
 }
 
-/// Maps `bytes` (a multiple of 2 MiB) of private anonymous memory and asks for transparent huge
-/// pages on it (`madvise(MADV_HUGEPAGE)`, a hint: the kernel may decline). NULL on failure, with
-/// errno set. For large arrays that grow and shrink often: one fault per 2 MiB instead of per
-/// 4 KiB page, and growing moves the pages (`cloop_remap_memory`) instead of copying them.
-void *cloop_map_memory(size_t bytes);
+/// Maps `bytes` (a multiple of 2 MiB) of private anonymous memory and, with `huge_pages`, asks for
+/// transparent huge pages on it (`madvise(MADV_HUGEPAGE)`, a hint: the kernel may decline). NULL
+/// on failure, with errno set. For large arrays that grow and shrink often: growing moves the
+/// pages (`cloop_remap_memory`) instead of copying them, and with huge pages one fault per 2 MiB
+/// instead of per 4 KiB page.
+void *cloop_map_memory(size_t bytes, bool huge_pages);
 
 /// Grows or shrinks a mapping made by `cloop_map_memory` to `new_bytes`, moving it if needed
 /// (mremap(MREMAP_MAYMOVE): the pages move, their contents are not copied); shrinking gives the

@@ -104,7 +104,7 @@
             }
             if !endHandled.load(ordering: .acquiring) { registerEndHandler() }
             let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
-            // No label: labels live in a process-wide table, one lock round trip more per sleep.
+            // No label: a label costs a timer an allocation of its own, one more per sleep.
             let timer = LoopTimer(fireAt: deadline, tolerance: max(.zero, tolerance)) { _ in
                 self.fire(id)
             }

@@ -1,16 +1,58 @@
 /// An item's tie to the one loop it may belong to: timers, observers and descriptor sources are
 /// bound to the first loop they are added to (SPEC R26, R33, M6). Each item keeps one, guarded by
 /// its stripe lock.
+///
+/// One word: besides the anchor, it can hold a timer's label (a timer has no spare word for one:
+/// its 88 bytes are part of the timer budget), in a small box that only labelled timers pay for.
 struct LoopBinding {
+    private enum Storage {
+        case unbound
+        case bound(LoopAnchor)
+        case labelled(LabelledBinding)
+    }
+
+    private var storage: Storage
+
+    init() { storage = .unbound }
+
+    /// A binding carrying `label` (a labelled timer's).
+    init(label: StaticString) { storage = .labelled(LabelledBinding(label: label)) }
+
     /// The anchor of the loop the item is bound to, for good once set (M6).
-    private(set) var anchor: LoopAnchor?
+    var anchor: LoopAnchor? {
+        switch storage {
+        case .unbound: nil
+        case .bound(let anchor): anchor
+        case .labelled(let box): box.anchor
+        }
+    }
+
+    /// The label given at creation, if any.
+    var label: StaticString? {
+        if case .labelled(let box) = storage { return box.label }
+        return nil
+    }
 
     var isBound: Bool { anchor != nil }
 
     /// The loop the item is bound to, while that loop exists.
     var loop: Loop? { anchor?.loop }
 
-    mutating func bind(to loop: Loop) { anchor = loop.anchor }
+    mutating func bind(to loop: Loop) {
+        switch storage {
+        case .unbound, .bound: storage = .bound(loop.anchor)
+        case .labelled(let box): box.anchor = loop.anchor
+        }
+    }
+}
+
+/// A labelled item's binding: its label and, once bound, its loop's anchor. `@unchecked Sendable`:
+/// `anchor` is written and read only under the owning item's stripe lock, like the binding itself.
+final class LabelledBinding: @unchecked Sendable {
+    let label: StaticString
+    var anchor: LoopAnchor?
+
+    init(label: StaticString) { self.label = label }
 }
 
 /// What the items bound to a loop hold on to: the loop's anchor holds the loop weakly, and the

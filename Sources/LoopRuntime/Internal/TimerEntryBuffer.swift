@@ -13,10 +13,11 @@ import CLoopRuntimeShims
 /// a fresh block, copies itself over and frees the old one. Past glibc's mmap threshold, each
 /// fresh block is a new mapping whose every 4 KiB page faults on first write. That is 48 MB of
 /// faults and 24 MB of copies to grow to a million entries: half the CPU time of scheduling a
-/// million timers in issue #14's profile (see BENCHMARKS.md for what the wall clock showed). So small buffers live in `malloc`'s memory and grow by
-/// `realloc`. From 2 MiB on, a buffer is a mapping of its own with transparent huge pages
-/// requested (one fault per 2 MiB). It grows by `mremap`, which moves the pages instead of
-/// copying them, and shrinking gives the cut pages back at once.
+/// million timers in issue #14's profile (see BENCHMARKS.md for what the wall clock showed). So
+/// small buffers live in `malloc`'s memory and grow by `realloc`. From 2 MiB on, a buffer is a
+/// mapping of its own, with transparent huge pages requested if the application opted in
+/// (`Loop.largeTimerHeapsUseHugePages`: one fault per 2 MiB). It grows by `mremap`, which moves
+/// the pages instead of copying them, and shrinking gives the cut pages back at once.
 ///
 /// Entries are plain data (`TimerHeap.Entry` holds its timer `Unmanaged`), so moving them
 /// bitwise is valid and nothing here counts references.
@@ -108,7 +109,7 @@ final class TimerEntryBuffer {
             guard let moved = cloop_remap_memory(base, mappedBytes, bytes) else { return nil }
             return (moved.assumingMemoryBound(to: Entry.self), bytes)
         }
-        guard let fresh = cloop_map_memory(bytes) else { return nil }
+        guard let fresh = cloop_map_memory(bytes, hugePagesForTimerHeaps.load(ordering: .relaxed)) else { return nil }
         let entries = fresh.bindMemory(to: Entry.self, capacity: bytes / MemoryLayout<Entry>.stride)
         if let base { entries.moveInitialize(from: base, count: count) }
         free(base)
