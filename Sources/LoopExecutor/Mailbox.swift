@@ -240,6 +240,7 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     // The state and its lock live in the mailbox itself (not in a `Locked` box): one allocation
     // fewer per sleep. `storage` is only touched inside `withState`.
     private let lock = LoopLock()
+    /// Touched only inside `withState`, with `lock` held.
     @exclusivity(unchecked) private var storage: State
     /// Set (after the state machine) once the mailbox has finished, so that a deinit can tell
     /// without touching `state`. A generic class's deinit is never specialized: running the state

@@ -257,7 +257,7 @@ extension Loop {
     /// is firing (see `fireDueTimers`): those before may have been given back already. Lock held.
     private func addOuterBatches(of mode: ModeState, asOf now: Int64, to due: inout [TimerHeap.Entry]) {
         let start = due.count
-        let modeAddress = Unmanaged.passUnretained(mode).toOpaque()
+        let modeAddress = Unmanaged.passUnretained(mode).toOpaque()  // compared only, never used
         loopThread.timerBatches.forEach { outer in
             guard outer.mode.toOpaque() == modeAddress else { return }
             for entry in outer.entries where entry.fireDate <= now {

@@ -112,6 +112,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         LockStripes.lock(for: self).withLock { body(&sharedState) }
     }
 
+    /// The concrete modes of the bound loop the source is in; guarded by that loop's lock, as are
+    /// the fields below.
     @exclusivity(unchecked) var modes = ModeList()
     /// The epoll token while registered with the bound loop's waiter; 0 when not registered.
     @exclusivity(unchecked) var token: UInt64 = 0
@@ -122,6 +124,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// In how many waits in a row the source was reported ready, and the last of them (the check
     /// for a descriptor closed while registered, SPEC R53).
     @exclusivity(unchecked) var readyStreak = 0
+    /// The wait of `readyStreak`'s last report.
     @exclusivity(unchecked) var lastReadyWait = 0
 
     /// Creates a descriptor source.

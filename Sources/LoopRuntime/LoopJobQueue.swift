@@ -32,7 +32,9 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// Cleared when the queue closes, which breaks the executor ↔ queue reference cycle.
     @exclusivity(unchecked) private var runJob: (@Sendable (UnownedJob) -> Void)?
     private let lock = LoopLock()
+    /// The jobs queued, in order; guarded by `lock`.
     @exclusivity(unchecked) private var pending: [UnownedJob] = []
+    /// The buffer of the last batch, kept for reuse (no allocation per batch); guarded by `lock`.
     @exclusivity(unchecked) private var spare: [UnownedJob] = []
     /// Enqueue times (loop time) of the last `pendingTimes.count` jobs of `pending`, taken while
     /// the loop records metrics (job latency); emptied by an enqueue while it does not.

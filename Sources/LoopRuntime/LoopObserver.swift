@@ -52,7 +52,9 @@ public final class LoopObserver: @unchecked Sendable {
     /// False for the engine's own bookkeeping observers, which the instruments do not record.
     let isRecorded: Bool
 
+    /// The modes of the bound loop the observer is in; guarded by that loop's lock.
     @exclusivity(unchecked) var memberships: [ModeState] = []
+    /// The handler runs (SPEC R29); touched only on the bound loop's thread.
     @exclusivity(unchecked) var isInCallout = false
 
     /// Creates an observer.

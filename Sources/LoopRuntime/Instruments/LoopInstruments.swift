@@ -48,7 +48,9 @@ final class LoopInstruments: @unchecked Sendable {
         let threshold: Int64
         let handler: @Sendable (Loop.Stall) -> Void
     }
+    /// Guarded by the loop's lock.
     @exclusivity(unchecked) private(set) var stallHandlers: [StallHandler] = []
+    /// The last token given out; guarded by the loop's lock.
     @exclusivity(unchecked) private var nextStallToken: UInt64 = 0
     /// The lowest threshold of `stallHandlers` (`Int64.max`: none).
     let stallThreshold = Atomic<Int64>(.max)
@@ -99,7 +101,10 @@ final class LoopInstruments: @unchecked Sendable {
         let outerReported: Int64
     }
 
+    // The recorder: loop thread only, every field below.
+    /// The run calls under way, innermost on top.
     @exclusivity(unchecked) var runs = RecorderStack<OpenRun>()
+    /// The callouts under way, innermost on top.
     @exclusivity(unchecked) var callouts = RecorderStack<OpenCallout>()
     /// The starts of the job batches under way.
     @exclusivity(unchecked) var batchStarts = RecorderStack<Int64>()
@@ -115,11 +120,13 @@ final class LoopInstruments: @unchecked Sendable {
     /// thread did not follow the run calls meanwhile, so records and `busySince` from an older
     /// epoch are stale. `seenEpoch` is the loop thread's copy.
     let epoch = Atomic<UInt32>(0)
+    /// The loop thread's copy of `epoch`.
     @exclusivity(unchecked) var seenEpoch: UInt32 = 0
     /// The loop thread's kernel id, read at its first recording.
     @exclusivity(unchecked) var threadID: Int32 = 0
     /// The storages, once made: used unretained (the lazy references keep them for the loop's life).
     @exclusivity(unchecked) private var metricsCache: Unmanaged<MetricsStorage>?
+    /// The trace ring, unretained (as `metricsCache`).
     @exclusivity(unchecked) private var ringCache: Unmanaged<TraceRing>?
 
     /// The metrics storage, without reference counting. Loop thread only.

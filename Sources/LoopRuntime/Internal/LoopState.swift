@@ -48,13 +48,14 @@ final class LoopState {
     /// Called once when the loop stops accepting items (ends pending sleeps, ticks and activity
     /// streams; see Loop+Lifecycle.swift).
     @exclusivity(unchecked) var endHandlers: [UInt64: @Sendable () -> Void] = [:]
-    /// Resumptions of async waiters under way, whose task will be enqueued on this loop (see
-    /// `Loop.holdSeal(for:)`): the drain does not seal while there are any.
     /// The items bound to this loop that accept work of their own (ports), watched or not, by
     /// their descriptor source: a port removed from every mode still belongs to the lifecycle
     /// (Loop+Lifecycle.swift). Weak: the loop does not keep a port alive.
     @exclusivity(unchecked) var boundEndAwareItems: [ObjectIdentifier: EndAwareReference] = [:]
+    /// Resumptions of async waiters under way, whose task will be enqueued on this loop (see
+    /// `Loop.holdSeal(for:)`): the drain does not seal while there are any.
     @exclusivity(unchecked) var sealHolds = SealHolds()
+    /// The last token `addEndHandler` gave out.
     @exclusivity(unchecked) var nextEndHandlerToken: UInt64 = 0
     /// The keep-alive object of the `LoopThread` that owns the loop, if any (weak: the `LoopThread`
     /// and the loop's executors hold it).
@@ -150,6 +151,7 @@ final class LoopState {
     }
     /// `sleepingMode`, unretained (a loop never destroys a mode), as `innermostModeRef`.
     @exclusivity(unchecked) private(set) var sleepingModeRef: Unmanaged<ModeState>? = nil
+    /// The deadline of the run call blocked in the wait (see `sleepingMode`).
     @exclusivity(unchecked) var sleepingRunDeadline = LoopTime.distantFuture
 
     /// open → draining → ended (Loop+Lifecycle.swift): consulted by every entry point.

@@ -8,13 +8,16 @@ final class LoopThreadState {
     // MARK: Buffers the pass reuses, so that a steady-state pass does not allocate
 
     // A nested run takes a buffer out while it works, so the outer run finds it empty and
-    // allocates its own only in that case.
+    // allocates its own only in that case. Like every field here: the loop's thread only.
     @exclusivity(unchecked) var blocks: [QueuedBlock] = []
+    /// The signalled sources a pass performs (loop thread only).
     @exclusivity(unchecked) var sources: [LoopSource] = []
+    /// The due timers a pass fires (loop thread only).
     @exclusivity(unchecked) var dueTimers: [TimerHeap.Entry] = []
     /// The mode whose observers are being notified (`Loop.notification`); unretained: a loop's
     /// modes live as long as the loop.
     @exclusivity(unchecked) var notifiedMode: Unmanaged<ModeState>?
+    /// The ready descriptor sources a pass performs (loop thread only).
     @exclusivity(unchecked) var descriptors: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
     /// The executor job queue whose batch runs now, innermost first (a job may make a nested run
     /// in which another queue's batch runs); unretained: the batch holds the queue.
@@ -83,6 +86,7 @@ final class LoopThreadState {
     /// version moved: queues are registered once per executor, and a pass must not take the lock
     /// to find them).
     @exclusivity(unchecked) var jobQueues: [LoopJobQueue] = []
+    /// The version of the loop's queue table `jobQueues` was copied at (loop thread only).
     @exclusivity(unchecked) var jobQueuesVersion: UInt64 = 0
 }
 

@@ -64,6 +64,7 @@ final class ModeState {
     /// returns or the loop goes to sleep (`Loop.dropStaleObserverSnapshots`). A current one holds
     /// only what `observers` holds.
     @exclusivity(unchecked) var observerSnapshot: [LoopObserver] = []
+    /// The version `observerSnapshot` was taken at (loop thread only, as the snapshot).
     @exclusivity(unchecked) var observerSnapshotVersion: UInt64 = 0
 
     init(mode: Loop.Mode, graveyard: TimerGraveyard = TimerGraveyard()) {

@@ -433,6 +433,7 @@ struct TimerHeap {
 /// unlocking (the last release of a timer may run user code). One per loop, shared by its heaps.
 /// Guarded by the loop's lock; `mayHaveEntries` is read without it (loop thread) to skip the lock.
 final class TimerGraveyard {
+    /// Guarded by the loop's lock.
     @exclusivity(unchecked) var entries: [TimerHeap.Entry] = [] {
         didSet { mirror.update(!entries.isEmpty) }
     }

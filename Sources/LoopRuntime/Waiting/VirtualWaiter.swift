@@ -43,7 +43,9 @@ final class VirtualWaiter: SimulatedDescriptorWaiter, Sendable {
     /// A lock the thread sanitizer sees (`Synchronization.Mutex`'s futex it does not).
     private let state: Locked<State>
     private let signal = DispatchSemaphore(value: 0)
-    /// The loop this waiter serves; set once, before the loop first waits.
+    /// The loop this waiter serves; set once, before the loop first waits. Unretained (the loop
+    /// owns its waiter): only the loop's own wait reads it, on the loop's thread, while the loop
+    /// is running and so alive.
     private let loopReference = Locked<Unmanaged<Loop>?>(nil)
     /// How long an idle loop with a pending sleep may wait for the test before `onStall` is told.
     private let stallTimeout: Duration
