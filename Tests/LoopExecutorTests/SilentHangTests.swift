@@ -9,8 +9,12 @@ private actor DefaultModeActor: LoopActor {
 
     init(_ executor: LoopExecutor) { loopExecutor = executor }
 
-    func switchAway(to mode: Loop.Mode) async throws {
-        try await loopExecutor.loop.withMode(mode) {}
+    /// Runs a body in `mode` and returns the mode the loop ran while the body ran, and whether the
+    /// body ran on the loop's thread.
+    func switchAway(to mode: Loop.Mode) async throws -> (mode: Loop.Mode?, onLoop: Bool) {
+        try await loopExecutor.loop.withMode(mode) {
+            (loopExecutor.loop.currentMode, loopExecutor.loop.isCurrentThread)
+        }
     }
 }
 
@@ -47,7 +51,7 @@ struct SilentHangTests {
         let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let thread = try LoopThread(name: "with-mode")
             let actor = DefaultModeActor(thread.loop.executor(modes: [.default]))
-            try await actor.switchAway(to: "elsewhere")
+            _ = try await actor.switchAway(to: "elsewhere")
         }
         let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
         #expect(message.contains("cannot run while the loop is in \"elsewhere\""))
@@ -60,9 +64,12 @@ struct SilentHangTests {
         defer { thread.shutdown() }
         thread.loop.addCommonMode("tracking")
         let actor = DefaultModeActor(thread.loop.executor(modes: [.common]))
-        try await actor.switchAway(to: "tracking")
+        let common = try await actor.switchAway(to: "tracking")
+        #expect(common.mode == "tracking" && common.onLoop)  // the body ran in the mode, on the loop
         let pinnedToBoth = DefaultModeActor(thread.loop.executor(modes: [.default, "modal"]))
-        try await pinnedToBoth.switchAway(to: "modal")
+        let own = try await pinnedToBoth.switchAway(to: "modal")
+        #expect(own.mode == "modal" && own.onLoop)
+        #expect(await eventually { thread.loop.currentMode == .default })  // and the loop came back
     }
 
     @Test("Loop.sleep on a loop that runs, from its own thread (a pinned actor), still works")
@@ -70,14 +77,20 @@ struct SilentHangTests {
         let thread = try LoopThread(name: "sleep-pinned")
         defer { thread.shutdown() }
         let actor = SleepingActor(thread.loop.executor)
-        try await actor.nap()
+        let (slept, onLoop) = try await actor.nap()
+        #expect(slept >= .milliseconds(2), "the sleep ended early: \(slept)")
+        #expect(onLoop, "the actor came back off its loop's thread")
+        #expect(thread.loop.timerCount(in: .common) == 0)
     }
 }
 
 private actor SleepingActor: LoopActor {
     nonisolated let loopExecutor: LoopExecutor
     init(_ executor: LoopExecutor) { loopExecutor = executor }
-    func nap() async throws {
+    /// Sleeps 2 ms on its own loop; how long it slept and whether it woke on the loop's thread.
+    func nap() async throws -> (Duration, Bool) {
+        let start = ContinuousClock.now
         try await loopExecutor.loop.sleep(for: .milliseconds(2))
+        return (ContinuousClock.now - start, loopExecutor.loop.isCurrentThread)
     }
 }
