@@ -60,7 +60,7 @@ enum Differential {
     }
 }
 
-@Suite("Differential testing against CFRunLoop")
+@Suite("Differential testing against CFRunLoop", .timeLimit(.minutes(3)))
 struct DifferentialTests {
     /// CI's fixed seeds (300 programs); `LOOP_DIFFERENTIAL_PROGRAMS=N` runs N instead (a soak).
     /// With `LOOP_DIFFERENTIAL_ALL=1` the generator also makes the shapes of the excused

@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Activity stream", .serialized)
+@Suite("Activity stream", .serialized, .timeLimit(.minutes(3)))
 struct ActivityStreamTests {
     /// A loop on its own thread that runs `work` when told to, then exits.
     final class Runner: @unchecked Sendable {

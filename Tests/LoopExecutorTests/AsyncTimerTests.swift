@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Async timers: sleep, ticks, clock", .serialized)
+@Suite("Async timers: sleep, ticks, clock", .serialized, .timeLimit(.minutes(3)))
 struct AsyncTimerTests {
     @Test("sleep(for:) suspends on the loop's timers, never early; the timer is gone afterwards")
     func sleepFor() async throws {

@@ -54,7 +54,7 @@ actor Waiter: LoopActor {
     }
 }
 
-@Suite("Lifecycle of loop threads seen from async code")
+@Suite("Lifecycle of loop threads seen from async code", .timeLimit(.minutes(3)))
 struct LifecycleTests {
     @Test("Dropping a LoopThread while a task keeps calling an actor pinned to it does not crash (×300)")
     func droppingThreadKeepsPinnedActorsServed() async {

@@ -9,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("LoopExecutor (SPEC N1–N4)", .serialized)
+@Suite("LoopExecutor (SPEC N1–N4)", .serialized, .timeLimit(.minutes(3)))
 struct LoopExecutorTests {
     static let callsPerTask = Int(getenv("LOOP_STRESS_ITERATIONS").map { String(cString: $0) } ?? "") ?? 100_000
 

@@ -33,7 +33,7 @@ private func describe(_ resumption: Machine.Resumption?) -> String {
     return "resume \(resumption.waiter.continuation) with \(resumption.value.map(String.init) ?? "nil")"
 }
 
-@Suite("The single-consumer mailbox behind sleep, ticks, activities and mode switches")
+@Suite("The single-consumer mailbox behind sleep, ticks, activities and mode switches", .timeLimit(.minutes(3)))
 struct MailboxTests {
     @Test("A waiting consumer is resumed exactly once, by the first of send and finish")
     func exactlyOnce() {

@@ -7,7 +7,7 @@ import Testing
 /// SPEC R56 needs the process's main thread, which the test runner keeps, so the checks live in
 /// the `MainLoopChecks` executable (built as a dependency of this target) and run here in a child
 /// process.
-@Suite("Main loop and the main dispatch queue (SPEC R56)")
+@Suite("Main loop and the main dispatch queue (SPEC R56)", .timeLimit(.minutes(3)))
 struct MainLoopTests {
     @Test("R56 MainLoopChecks passes: main-queue and @MainActor work run in the main loop's common modes")
     func mainLoopChecks() throws {

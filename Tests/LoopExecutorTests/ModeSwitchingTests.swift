@@ -9,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Async mode switching", .serialized)
+@Suite("Async mode switching", .serialized, .timeLimit(.minutes(3)))
 struct ModeSwitchingTests {
     @Test("switchMode returns once the loop runs the new mode; old-mode items freeze, common items run")
     func switchFreezesOldModeItems() async throws {

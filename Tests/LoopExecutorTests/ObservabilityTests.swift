@@ -28,7 +28,7 @@ private actor Indexer {
     }
 }
 
-@Suite("Observability: stall streams, executor labels, job metrics")
+@Suite("Observability: stall streams, executor labels, job metrics", .timeLimit(.minutes(3)))
 struct ObservabilityTests {
     @Test("stalls(longerThan:) reports the labelled block that blocked the loop, and ends at shutdown")
     func stallStreamNamesTheCulprit() async throws {

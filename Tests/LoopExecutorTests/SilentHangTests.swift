@@ -20,7 +20,7 @@ private actor DefaultModeActor: LoopActor {
 
 /// Calls whose answer could never come trap with a message instead of leaving the task suspended
 /// for ever (each message says why and what to do).
-@Suite("Waits that could never end trap")
+@Suite("Waits that could never end trap", .timeLimit(.minutes(3)))
 struct SilentHangTests {
     @Test("Loop.sleep on a loop nobody runs (Loop.current on the cooperative pool) traps")
     func sleepOnAnIdleCurrentLoop() async throws {

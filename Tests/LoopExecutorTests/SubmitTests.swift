@@ -35,7 +35,7 @@ actor Submitter: LoopActor {
 }
 
 /// `submit`: a value (or an error) back from the loop's thread to an awaiting task.
-@Suite("Async submit (SPEC R57)")
+@Suite("Async submit (SPEC R57)", .timeLimit(.minutes(3)))
 struct SubmitTests {
     @Test("submit runs the body on the loop's thread and returns its value")
     func returnsValue() async throws {
@@ -142,7 +142,7 @@ private actor AffineResource: LoopActor {
     var wasOpenedOnLoopThread: Bool { openedOnLoopThread }
 }
 
-@Suite("LoopActor initialization")
+@Suite("LoopActor initialization", .timeLimit(.minutes(3)))
 struct LoopActorInitTests {
     @Test("A LoopActor's async init continues on the loop's thread once the actor is initialized")
     func asyncInitRunsOnTheLoop() async throws {

@@ -7,7 +7,7 @@
 
     @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
-    @Suite("Task.sleep on loop timers (SchedulingExecutor on LoopExecutor)")
+    @Suite("Task.sleep on loop timers (SchedulingExecutor on LoopExecutor)", .timeLimit(.minutes(3)))
     struct TaskSleepOnLoopTests {
         // The checks while a sleep waits run in loop callouts (probe timers on the same loop): the
         // loop thread runs them on time even when other tests keep the cooperative pool busy.

@@ -4,7 +4,7 @@ import Testing
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC F: signalled (v0) sources.
-@Suite("LoopSource (SPEC R45–R52)")
+@Suite("LoopSource (SPEC R45–R52)", .timeLimit(.minutes(3)))
 struct LoopSourceTests {
     @Test("R45 signals coalesce; signalling an invalid source does nothing")
     func signalsCoalesce() {

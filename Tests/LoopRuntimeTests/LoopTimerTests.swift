@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// SPEC E: timers. Virtual time unless the rule is about another thread.
-@Suite("LoopTimer (SPEC R32–R44)")
+@Suite("LoopTimer (SPEC R32–R44)", .timeLimit(.minutes(3)))
 struct LoopTimerTests {
     /// Milliseconds since `start` on the waiter's virtual clock.
     private func ms(_ waiter: ManualWaiter, since start: Int64) -> Int64 {

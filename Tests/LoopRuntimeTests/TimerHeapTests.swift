@@ -3,7 +3,7 @@ import Testing
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// The timer heap behind SPEC R35, R43 (an internal type, tested against a sorted model).
-@Suite("TimerHeap")
+@Suite("TimerHeap", .timeLimit(.minutes(3)))
 struct TimerHeapTests {
     private func timer() -> LoopTimer { LoopTimer(fireAt: .now) { _ in } }
 

@@ -6,7 +6,7 @@
     import LoopTesting
     import Testing
 
-    @Suite("Task.sleep on virtual time (SchedulingExecutor on a TestLoop's executor)")
+    @Suite("Task.sleep on virtual time (SchedulingExecutor on a TestLoop's executor)", .timeLimit(.minutes(3)))
     struct TaskSleepVirtualTimeTests {
         @Test(
             "SchedulingExecutor: Task.sleep in a task that prefers a test loop's executor wakes when the test advances past it"

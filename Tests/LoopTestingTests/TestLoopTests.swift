@@ -18,7 +18,7 @@ final class Log: Sendable {
 /// Whole milliseconds of virtual time since `loop` started.
 func ms(_ loop: TestLoop) -> Int64 { Napper.milliseconds(loop.elapsed) }
 
-@Suite("TestLoop: virtual time on a real loop")
+@Suite("TestLoop: virtual time on a real loop", .timeLimit(.minutes(3)))
 struct TestLoopTests {
     @Test("A one-shot timer fires at its date, not before, and its callout sees that date as now")
     func oneShotTimer() async throws {

@@ -33,7 +33,7 @@ actor SearchBox: LoopActor {
     }
 }
 
-@Suite("Worked example: a debounced search")
+@Suite("Worked example: a debounced search", .timeLimit(.minutes(3)))
 struct DebouncedSearchTests {
     @Test("Only the last text of a burst is searched, `delay` after the last keystroke")
     func searchesOnceTypingStops() async throws {
@@ -97,7 +97,7 @@ actor Autosave: LoopActor {
     func stop() { ticking?.cancel() }
 }
 
-@Suite("Worked example: an autosave that pauses during a drag")
+@Suite("Worked example: an autosave that pauses during a drag", .timeLimit(.minutes(3)))
 struct AutosaveTests {
     @Test("Saves on its grid while dirty, pauses during a drag, catches up once after it")
     func pausesDuringADrag() async throws {
