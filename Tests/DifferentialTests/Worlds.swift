@@ -320,6 +320,14 @@ final class LoopWorld: World {
         }
     }
 
+    /// Breaks the world → item → handler → world cycle once the program ran (the thread's exit then
+    /// tears the loop down and lets go of the rest): no leak under LeakSanitizer.
+    func letGoOfItems() {
+        sources = []
+        observers = []
+        timers = []
+    }
+
     private func mode(_ name: ModeName) -> Loop.Mode {
         switch name {
         case .default: .default
@@ -432,6 +440,7 @@ enum Engines {
         onFreshThread {
             let world = LoopWorld(program: program, breakObserverOrder: breakObserverOrder)
             world.execute()
+            defer { world.letGoOfItems() }
             return world.trace.events
         }
     }

@@ -67,6 +67,7 @@ struct ActivityStreamTests {
     @Test("Overflow: drop-oldest keeps the newest events and reports every drop", arguments: [true, false])
     func overflow(dropOldest: Bool) async throws {
         let (loop, _) = makeManualLoopForActivities()
+        defer { loop.tearDown() }  // the loop is no thread's: nothing else lets go of its items
         loop.add(LoopSource {}, forMode: .default)
         let buffering: LoopActivityBuffering = dropOldest ? .dropOldest(capacity: 3) : .dropNewest(capacity: 3)
         var iterator = loop.activities([.entry, .exit], buffering: buffering).makeAsyncIterator()
@@ -85,6 +86,7 @@ struct ActivityStreamTests {
     @Test("An event's time is the loop's clock reading: shared between callouts, read again after one")
     func eventTimes() async throws {
         let (loop, waiter) = makeManualLoopForActivities()
+        defer { loop.tearDown() }  // the loop is no thread's: nothing else lets go of its items
         let start = LoopTime.instant(waiter.now())
         // A timer whose callout takes 5 ms of the loop's (virtual) time.
         loop.add(LoopTimer(fireAt: start) { _ in waiter.advance(by: .milliseconds(5)) }, forMode: .default)
@@ -105,6 +107,7 @@ struct ActivityStreamTests {
     @Test("An event notified after a user's observer of the same activity carries the time after it")
     func eventTimeAfterUserObserver() async throws {
         let (loop, waiter) = makeManualLoopForActivities()
+        defer { loop.tearDown() }  // the loop is no thread's: nothing else lets go of its items
         let start = LoopTime.instant(waiter.now())
         loop.add(LoopSource {}, forMode: .default)
         // Called before the stream's observer (which comes last): takes 20 ms of virtual time.

@@ -3,7 +3,9 @@
 #if ExperimentalExecutorHooks && compiler(>=6.3)
     import Testing
 
-    @Suite("Executor hooks: MainExecutor, default executor and factory (ExperimentalExecutorHooks)", .timeLimit(.minutes(3)))
+    @Suite(
+        "Executor hooks: MainExecutor, default executor and factory (ExperimentalExecutorHooks)",
+        .timeLimit(.minutes(3)))
     struct ExecutorHookTests {
         @Test(
             "MainExecutor/@MainActor on the main loop, default executor on loop threads, Task.sleep on their timers: ExecutorHookChecks passes"

@@ -7,7 +7,7 @@ import Testing
 
 /// Metrics, stall reports and the timeline, on a manual waiter: virtual time moves only when a
 /// callout advances it or a wait jumps to its deadline, so every duration is exact.
-@Suite("Instruments: metrics, stalls, trace", .timeLimit(.minutes(3)))
+@Suite("Instruments: metrics, stalls, trace", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct InstrumentsTests {
     /// A callout that takes `duration` of virtual time.
     private static func work(_ waiter: ManualWaiter, _ duration: Duration) {

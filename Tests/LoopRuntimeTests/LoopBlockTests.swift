@@ -3,7 +3,7 @@ import Testing
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC H: blocks, and M10.
-@Suite("Loop blocks (SPEC R57–R60, M10)", .timeLimit(.minutes(3)))
+@Suite("Loop blocks (SPEC R57–R60, M10)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopBlockTests {
     @Test("R57 R58 blocks run in FIFO order in matching modes; others stay queued in order")
     func fifoAndMatching() {

@@ -3,7 +3,7 @@ import Testing
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC I: common modes.
-@Suite("Loop common modes (SPEC R62–R64)", .timeLimit(.minutes(3)))
+@Suite("Loop common modes (SPEC R62–R64)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopCommonModesTests {
     @Test("R62 adding a mode to the common set copies every common item into it")
     func addCommonModeCopiesItems() {

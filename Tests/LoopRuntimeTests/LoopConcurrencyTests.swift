@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// SPEC R7, M2: everything but running is safe from any thread; hand-offs wake the loop once.
-@Suite("Loop hand-off from other threads (SPEC R7, M2)", .timeLimit(.minutes(3)))
+@Suite("Loop hand-off from other threads (SPEC R7, M2)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopConcurrencyTests {
     /// Iterations per thread; `LOOP_STRESS_ITERATIONS` raises it for long runs.
     static let iterations = Int(getenv("LOOP_STRESS_ITERATIONS").map { String(cString: $0) } ?? "") ?? 2_000

@@ -53,7 +53,7 @@ struct SocketPair {
 }
 
 /// Changing what a descriptor source waits for, in place (`setEvents`, SPEC R53).
-@Suite("LoopDescriptorSource interest change (SPEC R53)", .timeLimit(.minutes(3)))
+@Suite("LoopDescriptorSource interest change (SPEC R53)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopDescriptorInterestTests {
     @Test("R53 a writer asks for .writable at EAGAIN and drops it once drained, from its handler")
     func writerBackpressure() throws {

@@ -9,7 +9,7 @@ import Testing
 #endif
 
 /// SPEC G (R53, M3): descriptor sources, on real pipes and sockets.
-@Suite("LoopDescriptorSource (SPEC R53, M3)", .timeLimit(.minutes(3)))
+@Suite("LoopDescriptorSource (SPEC R53, M3)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopDescriptorSourceTests {
     @Test("R53 a readable descriptor is performed with .readable; the source keeps its mode alive")
     func readable() throws {

@@ -7,7 +7,7 @@ import Testing
 #endif
 
 /// LoopDriver: drive a loop, switch its mode from outside, stop it — and leave no trace after.
-@Suite("LoopDriver", .timeLimit(.minutes(3)))
+@Suite("LoopDriver", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopDriverTests {
     @Test("A switch re-enters the loop in the new mode; entered callbacks run from its first pass")
     func switchReenters() {
@@ -73,7 +73,7 @@ struct LoopDriverTests {
     }
 }
 
-@Suite("Releasing user objects outside the loop's lock", .timeLimit(.minutes(3)))
+@Suite("Releasing user objects outside the loop's lock", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopLockReentryTests {
     /// An object whose deinit uses the loop, as RAII-style user code does.
     final class UsesLoopInDeinit: @unchecked Sendable {

@@ -4,7 +4,7 @@ import Testing
 
 /// SPEC N1–N4 at the loop's level, with placeholder jobs (never handed to the Swift runtime) and a
 /// manual waiter: deterministic, pass by pass.
-@Suite("LoopJobQueue (SPEC N1–N4)", .timeLimit(.minutes(3)))
+@Suite("LoopJobQueue (SPEC N1–N4)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopJobQueueTests {
     /// A placeholder job: only its number matters.
     private func job(_ number: UInt) -> UnownedJob {

@@ -9,7 +9,7 @@ import Testing
 #endif
 
 /// The end of a loop's life (Loop+Lifecycle.swift): open → draining → ended, every call answered.
-@Suite("Lifecycle: the end of a loop's life", .timeLimit(.minutes(3)))
+@Suite("Lifecycle: the end of a loop's life", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopLifecycleTests {
     @Test("A second concurrent shutdown() returns only after the teardown ran (×300)")
     func concurrentShutdownWaitsForTeardown() throws {

@@ -4,7 +4,7 @@ import Testing
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC D: observers.
-@Suite("LoopObserver (SPEC R24–R31)", .timeLimit(.minutes(3)))
+@Suite("LoopObserver (SPEC R24–R31)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopObserverTests {
     @Test("R24 an observer hears only its activities, one at a time")
     func activityMask() {

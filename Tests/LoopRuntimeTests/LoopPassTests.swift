@@ -3,7 +3,7 @@ import Testing
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC C: the phases of one pass, their order, and the wait.
-@Suite("Loop pass (SPEC R19–R23)", .timeLimit(.minutes(3)))
+@Suite("Loop pass (SPEC R19–R23)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopPassTests {
     @Test("R19 R21 a pass that may block notifies BT BS BW AW, then the timer fires")
     func passWithWait() {

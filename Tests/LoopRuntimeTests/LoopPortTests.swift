@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// SPEC R54: message ports.
-@Suite("LoopPort (SPEC R54)", .timeLimit(.minutes(3)))
+@Suite("LoopPort (SPEC R54)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopPortTests {
     static let messagesPerSender = Int(getenv("LOOP_STRESS_ITERATIONS").map { String(cString: $0) } ?? "") ?? 100_000
 

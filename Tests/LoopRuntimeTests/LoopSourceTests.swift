@@ -4,7 +4,7 @@ import Testing
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// SPEC F: signalled (v0) sources.
-@Suite("LoopSource (SPEC R45–R52)", .timeLimit(.minutes(3)))
+@Suite("LoopSource (SPEC R45–R52)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopSourceTests {
     @Test("R45 signals coalesce; signalling an invalid source does nothing")
     func signalsCoalesce() {
@@ -88,6 +88,7 @@ struct LoopSourceTests {
         #expect(later.isSignalled)
         loop.run(.default, for: .zero)
         #expect(trace.text == "BS first later BS first BS later")
+        firstRef.withLock { $0 = nil }  // `first` holds the box that holds it: no leak
     }
 
     @Test("R49 invalidated before its turn: skipped; merely removed: still performed")

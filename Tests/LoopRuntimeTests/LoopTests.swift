@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// SPEC A, B, J: loops and threads, run entry points and results, stop and wake-up.
-@Suite("Loop", .timeLimit(.minutes(3)))
+@Suite("Loop", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopTests {
     // MARK: A. Loops and threads
 

@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// SPEC R5 and the no-leak policy: thread-exit teardown and descriptors.
-@Suite("Thread exit and descriptors (SPEC R5)", .timeLimit(.minutes(3)))
+@Suite("Thread exit and descriptors (SPEC R5)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopThreadExitTests {
     /// Issue #31, case 12: a loop knew its thread by `pthread_t`, which glibc gives the next thread
     /// once the first has ended; a loop that outlived its thread then took a new thread for its
@@ -98,7 +98,7 @@ struct LoopThreadExitTests {
 }
 
 /// The conversion between `ContinuousClock` and loop time.
-@Suite("Loop time", .timeLimit(.minutes(3)))
+@Suite("Loop time", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopTimeTests {
     @Test("ContinuousClock instants and CLOCK_BOOTTIME nanoseconds are interchangeable")
     func clocksAgree() {

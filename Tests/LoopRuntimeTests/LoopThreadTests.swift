@@ -9,7 +9,7 @@ import Testing
 #endif
 
 /// SPEC K (R75, R76) and the resident thread.
-@Suite("LoopThread (SPEC R75, R76)", .timeLimit(.minutes(3)))
+@Suite("LoopThread (SPEC R75, R76)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopThreadTests {
     @Test("R76 blocks run on the thread, in issue order, and wake it")
     func issueOrder() throws {

@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// SPEC E: timers. Virtual time unless the rule is about another thread.
-@Suite("LoopTimer (SPEC R32–R44)", .timeLimit(.minutes(3)))
+@Suite("LoopTimer (SPEC R32–R44)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopTimerTests {
     /// Milliseconds since `start` on the waiter's virtual clock.
     private func ms(_ waiter: ManualWaiter, since start: Int64) -> Int64 {
@@ -45,6 +45,7 @@ struct LoopTimerTests {
         loop.run(.default, for: .milliseconds(10))  // fires at 30
         #expect(fires.text == "default@10 tracking@20 default@30")
         #expect(loop.nextFireDate(in: .default) == loop.nextFireDate(in: "tracking"))
+        timer.invalidate()  // its handler holds the loop, which holds it: no leak
     }
 
     @Test("R34 a timer fires only in its modes, at the first opportunity after its date")

@@ -34,15 +34,61 @@ final class Counter: Sendable {
     var count: Int { value.load(ordering: .relaxed) }
 }
 
-/// A loop on the calling thread driven by a manual waiter with virtual time.
+/// A loop on the calling thread driven by a manual waiter with virtual time. Torn down when the
+/// test ends (see `TestLoops`).
 func makeManualLoop() -> (Loop, ManualWaiter) {
     let waiter = ManualWaiter()
-    return (Loop(waiter: waiter), waiter)
+    return (TestLoops.register(Loop(waiter: waiter)), waiter)
 }
 
 /// A loop on the calling thread with a real epoll waiter, not registered as the thread's loop.
+/// Torn down when the test ends (see `TestLoops`).
 func makeEpollLoop() throws -> Loop {
-    Loop(waiter: try EpollWaiter())
+    TestLoops.register(Loop(waiter: try EpollWaiter()))
+}
+
+/// The loops a test made with `makeManualLoop()` or `makeEpollLoop()`. Such a loop is no thread's
+/// loop, so no thread exit tears it down, and a test's items often capture it (a timer that stops
+/// its own loop): loop → item → handler → loop, a cycle LeakSanitizer reports. The suites' trait
+/// (`.tearsDownTestLoops`, on every suite of this target) tears them down when each test ends, as
+/// a thread's exit would.
+final class TestLoops: Sendable {
+    private let loops = Locked<[Loop]>([])
+
+    @TaskLocal static var current: TestLoops?
+
+    /// Records `loop` for the running test's teardown, if the caller runs inside a test's scope.
+    static func register(_ loop: Loop) -> Loop {
+        current?.loops.withLock { $0.append(loop) }
+        return loop
+    }
+
+    fileprivate func tearDownAll() {
+        let made = loops.withLock { loops in
+            defer { loops.removeAll() }
+            return loops
+        }
+        for loop in made { loop.tearDown() }
+    }
+}
+
+/// Tears down the loops each test of the suite made (see `TestLoops`).
+struct TearsDownTestLoops: SuiteTrait, TestTrait, TestScoping {
+    var isRecursive: Bool { true }
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        guard testCase != nil else { return try await function() }  // the suite itself: nothing to add
+        let loops = TestLoops()
+        defer { loops.tearDownAll() }
+        try await TestLoops.$current.withValue(loops) { try await function() }
+    }
+}
+
+extension Trait where Self == TearsDownTestLoops {
+    /// Tears down the loops each test made with `makeManualLoop()` or `makeEpollLoop()`.
+    static var tearsDownTestLoops: Self { TearsDownTestLoops() }
 }
 
 /// An observer appending the SPEC notation of each activity (`E`, `BT`, …) to `trace`.

@@ -9,7 +9,7 @@ import Testing
 
 /// Big timer batches, a timer's memory and the invalidation race at firing time: the paths a
 /// million-timer workload takes (radix-sorted batches, release in memory order, compaction).
-@Suite("Timer batches (SPEC R35, R36, R39)", .timeLimit(.minutes(3)))
+@Suite("Timer batches (SPEC R35, R36, R39)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct TimerBatchTests {
     @Test("R35 thousands of timers due in one pass fire in date order, ties in add order")
     func bigBatchOrder() {
@@ -255,7 +255,7 @@ struct TimerBatchTests {
     }
 }
 
-@Suite("RadixSort", .timeLimit(.minutes(3)))
+@Suite("RadixSort", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct RadixSortTests {
     @Test(
         "Sorts by key over the whole 64-bit range, keeping equal keys in their order",

@@ -3,7 +3,7 @@ import Testing
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
 
 /// The timer heap behind SPEC R35, R43 (an internal type, tested against a sorted model).
-@Suite("TimerHeap", .timeLimit(.minutes(3)))
+@Suite("TimerHeap", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct TimerHeapTests {
     private func timer() -> LoopTimer { LoopTimer(fireAt: .now) { _ in } }
 
@@ -51,6 +51,7 @@ struct TimerHeapTests {
         )
         remaining.forEach(TimerHeap.release)
         #expect(heap.liveCount == 0)
+        heap.takeGraveyard().forEach(TimerHeap.release)  // the stale ones' retains (no leak)
     }
 
     @Test("R43 the wake deadline is the earliest latest-fire time among live entries")
