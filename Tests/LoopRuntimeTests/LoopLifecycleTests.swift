@@ -275,10 +275,10 @@ struct LoopLifecycleTests {
     /// observer's `invalidate()` did not wait before issue #31 (case 2): it returned while the
     /// handler still ran, so whatever the handler used could be freed under it.
     @Test(
-        "After invalidate() returns on another thread, the handler is not running and never runs again (×150 each)",
+        "After invalidate() returns on another thread, the handler is not running and never runs again (×80 each)",
         arguments: GatedItemKind.allCases)
     func invalidateWaitsForRunningCallout(kind: GatedItemKind) throws {
-        for _ in 0..<150 {
+        for _ in 0..<80 {
             let thread = try LoopThread(name: "gate")
             let inHandler = Flag()
             let calls = AtomicCount()

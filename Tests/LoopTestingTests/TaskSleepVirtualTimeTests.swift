@@ -12,7 +12,7 @@
             "SchedulingExecutor: Task.sleep in a task that prefers a test loop's executor wakes when the test advances past it"
         )
         func sleepOnVirtualTime() async throws {
-            let loop = try TestLoop()
+            let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
             let log = Log()
             let sleeper = Task(executorPreference: loop.executor) {
                 try await Task.sleep(for: .seconds(60))
@@ -32,7 +32,7 @@
 
         @Test("SchedulingExecutor: a sleep's tolerance lets it wake with a later timer on virtual time (SPEC R43)")
         func toleranceOnVirtualTime() async throws {
-            let loop = try TestLoop()
+            let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
             let log = Log()
             let sleeper = Task(executorPreference: loop.executor) {
                 try await Task.sleep(for: .milliseconds(100), tolerance: .milliseconds(50))
@@ -57,7 +57,7 @@
 
         @Test("SchedulingExecutor: cancelling a sleep on virtual time removes its timer without advancing")
         func cancellationOnVirtualTime() async throws {
-            let loop = try TestLoop()
+            let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
             let sleeper = Task(executorPreference: loop.executor) { () -> Bool in
                 do {
                     try await Task.sleep(for: .seconds(3600))

@@ -37,7 +37,7 @@ actor SearchBox: LoopActor {
 struct DebouncedSearchTests {
     @Test("Only the last text of a burst is searched, `delay` after the last keystroke")
     func searchesOnceTypingStops() async throws {
-        let loop = try TestLoop()
+        let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
         let search = SearchBox(executor: loop.executor)
 
         await search.type("s")
@@ -55,7 +55,7 @@ struct DebouncedSearchTests {
 
     @Test("Two bursts apart are two searches")
     func twoBursts() async throws {
-        let loop = try TestLoop()
+        let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
         let search = SearchBox(executor: loop.executor)
         await search.type("a")
         try await loop.advance(by: .seconds(1))
@@ -101,7 +101,7 @@ actor Autosave: LoopActor {
 struct AutosaveTests {
     @Test("Saves on its grid while dirty, pauses during a drag, catches up once after it")
     func pausesDuringADrag() async throws {
-        let loop = try TestLoop()
+        let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
         // The editor's actors run during a drag: the tracking mode is common. The autosave's ticks
         // are in the default mode alone.
         loop.loop.addCommonMode("tracking")
