@@ -38,7 +38,7 @@ extension Loop {
     ) async throws -> Value {
         precondition(
             !modes.isEmpty,
-            "Loop.submit(inModes:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
+            "Loop.submit(inModes:isolation:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
         )
         preconditionSomeoneRunsTheLoop("Loop.submit")
         let loopName = description
@@ -54,7 +54,7 @@ extension Loop {
 
 extension LoopThread {
     /// Runs `body` on the thread's loop in one of `modes` and returns its result to the awaiting
-    /// task, or throws what it threw: ``LoopRuntime/Loop/submit(inModes:_:)`` for a `LoopThread`,
+    /// task, or throws what it threw: ``LoopRuntime/Loop/submit(inModes:isolation:_:)`` for a `LoopThread`,
     /// refused as soon as a shutdown has begun.
     ///
     /// ```swift
@@ -79,7 +79,7 @@ extension LoopThread {
     ) async throws -> Value {
         precondition(
             !modes.isEmpty,
-            "LoopThread.submit(inModes:_:) was given an empty mode list for \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
+            "LoopThread.submit(inModes:isolation:_:) was given an empty mode list for \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
         )
         let loopName = loop.description
         let result: Result<Value, any Error> = await loop.waitOnce(

@@ -11,8 +11,8 @@ import Dispatch
 ///
 /// A test loop is a real loop — the engine's own pass, modes, observers, executors and results —
 /// on a resident thread of its own, like a `LoopThread`. Only its clock is virtual: it starts at
-/// the moment the test loop is created and moves only when the test calls ``advance(by:)`` or
-/// ``advance(to:)``. Between two advances the loop serves whatever is sent to it at the current
+/// the moment the test loop is created and moves only when the test calls ``advance(by:isolation:)`` or
+/// ``advance(to:isolation:)``. Between two advances the loop serves whatever is sent to it at the current
 /// virtual time (blocks, executor jobs, pinned actors' calls) as a resident loop would.
 ///
 /// ```swift
@@ -32,7 +32,7 @@ import Dispatch
 /// from `ContinuousClock.now`, which keeps moving in real time. An advance fires every timer that
 /// comes due on the way, in deadline order, each at its own fire date (a callout reading
 /// `loop.now` sees that date); repeating timers skip missed points and tolerance is honoured, as on
-/// a real loop. When ``advance(by:)`` returns, the loop is *idle* at the target time: everything
+/// a real loop. When ``advance(by:isolation:)`` returns, the loop is *idle* at the target time: everything
 /// due by then has run, including the tasks those timers resumed on the loop.
 ///
 /// **Determinism.** Work on the test loop's thread is deterministic. A task that is not isolated
@@ -139,7 +139,7 @@ public final class TestLoop: Sendable, CustomStringConvertible {
     }
 
     /// Moves virtual time forward to `instant` (a time already passed leaves the clock where it is)
-    /// and returns once the loop is idle there. See ``advance(by:)``.
+    /// and returns once the loop is idle there. See ``advance(by:isolation:)``.
     ///
     /// - Parameters:
     ///   - instant: The virtual time to move to.
@@ -180,7 +180,7 @@ public final class TestLoop: Sendable, CustomStringConvertible {
 
     /// Makes `source`'s descriptor ready for `events`, reported once at the loop's next wait that
     /// watches it (the loop then calls the source's handler in a pass of one of its modes; a source
-    /// paused in another mode gets it when its mode runs). Follow with ``runUntilIdle()`` to let the handler
+    /// paused in another mode gets it when its mode runs). Follow with ``runUntilIdle(isolation:)`` to let the handler
     /// run. The descriptor itself is not touched: a handler that reads it finds what the test wrote.
     ///
     /// - Important: Safe from any thread.
