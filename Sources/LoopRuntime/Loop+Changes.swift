@@ -84,6 +84,7 @@ struct LoopChange {
     }
 
     @inline(__always)
+    /// Compares identities only; `reference` is never dereferenced here.
     private static func same(_ mode: ModeState, _ reference: Unmanaged<ModeState>?) -> Bool {
         reference?.toOpaque() == Unmanaged.passUnretained(mode).toOpaque()
     }

@@ -127,6 +127,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         guard !batch.isEmpty else { return false }
         isRunningBatch = true
         let outerQueue = loop.loopThread.runningJobQueue
+        // Unretained: this queue is alive for the whole batch (the caller holds it), and the outer value is put back before it returns.
         loop.loopThread.runningJobQueue = Unmanaged.passUnretained(self)
         let runJob = self.runJob!
         let recordsBatch = loop.isInstrumented

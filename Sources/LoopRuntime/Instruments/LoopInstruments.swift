@@ -260,6 +260,7 @@ extension Loop {
         let now = loopThread.now(waiter)
         recorder.catchUp()
         let depth = run.depth + 1
+        // Unretained: a loop's modes live as long as the loop (see the run record above).
         recorder.ensureRun(depth: depth, mode: Unmanaged.passUnretained(run.mode), since: now)
         if recorder.busySince == nil { recorder.busySince = now }
         let open = recorder.runs.top.unsafelyUnwrapped

@@ -10,6 +10,7 @@ enum LoopRegistry {
         var key = pthread_key_t()
         let result = pthread_key_create(&key) { raw in
             guard let raw else { return }
+            // Consumes the +1 reference the key was given when the loop was made (`loopForCurrentThread(waiter:)`).
             let loop = Unmanaged<Loop>.fromOpaque(raw).takeRetainedValue()
             loop.tearDown()
         }

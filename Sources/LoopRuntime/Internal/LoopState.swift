@@ -112,6 +112,7 @@ final class LoopState {
 
     func pushRunCall(_ mode: ModeState) -> Int {
         runCalls.append(RunCallRecord(mode: mode))
+        // Unretained: the run call record just appended holds the mode until `popRunCall`.
         innermostModeRef = Unmanaged.passUnretained(mode)
         runCallCount = runCalls.count
         return runCalls.count - 1

@@ -30,6 +30,7 @@ final class PlatformThread: @unchecked Sendable {
         -> PlatformThread
     {
         let thread = PlatformThread()
+        // +1 handed to the new thread, which takes it back; released here if the thread is never made.
         let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
         let result = pthread_create(
             &thread.handle, nil,

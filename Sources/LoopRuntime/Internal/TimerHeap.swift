@@ -36,6 +36,7 @@ struct TimerHeap {
 
         init(fireDate: Int64, generation: UInt32, timer: LoopTimer) {
             self.fireDate = fireDate
+            // +0 here: the entry takes its own retain when it enters the heap (`push`) and gives it back when it leaves.
             self.timerRef = Unmanaged.passUnretained(timer)
             self.generation = generation
         }
