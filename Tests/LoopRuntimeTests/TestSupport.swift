@@ -230,6 +230,30 @@ func readAll(_ descriptor: Int32) -> Int {
     }
 }
 
+/// The names of this process's live threads (`/proc/self/task/*/comm`).
+func threadNames() -> [String] {
+    guard let directory = opendir("/proc/self/task") else { return [] }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+        let task = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+            String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        guard task.first != "." else { continue }
+        let descriptor = open("/proc/self/task/\(task)/comm", O_RDONLY)
+        guard descriptor >= 0 else { continue }  // the thread ended meanwhile
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = read(descriptor, &buffer, buffer.count)
+        if count > 0 { names.append(String(decoding: buffer[..<count], as: UTF8.self).trimmingNewline()) }
+    }
+    return names
+}
+
+extension String {
+    fileprivate func trimmingNewline() -> String { hasSuffix("\n") ? String(dropLast()) : self }
+}
+
 /// The number of threads of this process.
 func threadCount() -> Int {
     guard let directory = opendir("/proc/self/task") else { return -1 }
