@@ -245,23 +245,7 @@ func threadNames() -> [String] {
         defer { close(descriptor) }
         var buffer = [UInt8](repeating: 0, count: 32)
         let count = read(descriptor, &buffer, buffer.count)
-        if count > 0 { names.append(String(decoding: buffer[..<count], as: UTF8.self).trimmingNewline()) }
+        if count > 0 { names.append(String(decoding: buffer[..<count].filter { $0 != 0x0A }, as: UTF8.self)) }
     }
     return names
-}
-
-extension String {
-    fileprivate func trimmingNewline() -> String { hasSuffix("\n") ? String(dropLast()) : self }
-}
-
-/// The number of threads of this process.
-func threadCount() -> Int {
-    guard let directory = opendir("/proc/self/task") else { return -1 }
-    defer { closedir(directory) }
-    var count = 0
-    while let entry = readdir(directory) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { $0.first }
-        if name != UInt8(ascii: ".") { count += 1 }
-    }
-    return count
 }

@@ -109,7 +109,6 @@ final class ManualWaiter: SimulatedDescriptorWaiter, Sendable {
         state.withLock { $0.closed = true }
         // The test's hook often captures the loop, which holds this waiter: let go of it with the
         // loop's teardown, after unlocking (it may hold the last reference to the test's objects).
-        let hook = duringWait.withLock { $0.take() }
-        _ = hook
+        _ = duringWait.withLock { $0.take() }
     }
 }
