@@ -75,7 +75,9 @@ extension Loop {
     /// }
     /// ```
     ///
-    /// The observer is added when iteration starts.
+    /// The observer is added when the stream is made, so the first iteration also gets the events
+    /// between then and its first `next()` (within `buffering`); a second iteration of the same
+    /// stream value adds an observer of its own when it starts.
     ///
     /// **Consumers on the loop's own thread.** An actor pinned to this loop (or a task that prefers
     /// its executor, or `@MainActor` code on the main loop) runs its iteration in the loop's passes,
@@ -120,10 +122,25 @@ public struct LoopActivities: AsyncSequence, Sendable {
     let activities: Loop.Activity
     let modes: [Loop.Mode]
     let buffering: LoopActivityBuffering
+    /// The observer added when the stream was made, for the first iterator.
+    private let first: FirstIteratorMailbox<ActivityRing>
 
-    /// Adds the observer and returns an iterator over its events.
+    init(loop: Loop, activities: Loop.Activity, modes: [Loop.Mode], buffering: LoopActivityBuffering) {
+        self.loop = loop
+        self.activities = activities
+        self.modes = modes
+        self.buffering = buffering
+        first = FirstIteratorMailbox(
+            Self.startObserving(loop: loop, activities: activities, modes: modes, buffering: buffering))
+    }
+
+    /// An iterator over the events: the first one gets those since the stream was made, each
+    /// later one those since it was made.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(handle: MailboxHandle(startObserving()))
+        let mailbox =
+            first.take()
+            ?? Self.startObserving(loop: loop, activities: activities, modes: modes, buffering: buffering)
+        return Iterator(handle: MailboxHandle(mailbox))
     }
 
     /// Iterates the events; ends when its task is cancelled or the loop's thread ends.
@@ -131,8 +148,13 @@ public struct LoopActivities: AsyncSequence, Sendable {
         let handle: MailboxHandle<ActivityRing>
 
         /// The next event, or `nil` once the stream ended.
-        public mutating func next() async -> LoopActivityEvent? {
-            await handle.mailbox.receive(isolation: nil).0
+        ///
+        /// Runs in the caller's isolation (it is `nonisolated(nonsending)`): an actor pinned to the
+        /// loop that calls `await iterator.next()` stays on the loop's thread and is resumed by a
+        /// job of the loop, as with `for await`. Only a call through a generic
+        /// `AsyncIteratorProtocol` that has no isolation to pass runs on the generic executor.
+        public nonisolated(nonsending) mutating func next() async -> LoopActivityEvent? {
+            await handle.mailbox.receive(isolation: #isolation).0
         }
 
         /// The next event, or `nil` once the stream ended; waits in the caller's isolation, so an
@@ -143,11 +165,12 @@ public struct LoopActivities: AsyncSequence, Sendable {
     }
 
     /// A mailbox fed by a new observer (order `Int.max`) in the stream's modes.
-    private func startObserving() -> Mailbox<ActivityRing> {
+    private static func startObserving(
+        loop: Loop, activities requested: Loop.Activity, modes: [Loop.Mode], buffering: LoopActivityBuffering
+    ) -> Mailbox<ActivityRing> {
         let mailbox = Mailbox(
             on: loop, buffer: ActivityRing(buffering), name: "LoopActivities", noun: "activity stream",
             batchesOnLoopThread: true)
-        let (loop, requested) = (loop, activities)
         // The observer runs only in this loop's callouts, so the loop is alive whenever it runs;
         // holding it strongly would make a cycle through the loop's observer tables. Unmanaged,
         // not `unowned(unsafe)`: each use of the latter retains and releases.
@@ -166,7 +189,6 @@ public struct LoopActivities: AsyncSequence, Sendable {
                 dropped: 0)
             mailbox.send(event, isBatchPoint: isBatchPoint)
         }
-        let modes = modes
         mailbox.attach(
             start: { for mode in modes { loop.add(observer, forMode: mode) } }, detach: observer.invalidate)
         return mailbox

@@ -18,7 +18,9 @@ extension Loop {
     /// }
     /// ```
     ///
-    /// The stall handler is registered when iteration starts; while the stream exists, every
+    /// The stall handler is registered when the stream is made, so the first iteration also gets
+    /// the stalls between then and its first `next()` (a second iteration of the same stream value
+    /// registers its own when it starts); while a handler is registered, every
     /// callout reads the clock after it returns (see `Loop.startRecordingMetrics()` for the cost).
     /// A report is measured after the stretch ended, so a callout that never returns is never
     /// reported: watch for that from another thread (a deadline on a ping to the loop).
@@ -49,10 +51,21 @@ public struct LoopStalls: AsyncSequence, Sendable {
     let loop: Loop
     let threshold: Duration
     let capacity: Int
+    /// The stall handler registered when the stream was made, for the first iterator.
+    private let first: FirstIteratorMailbox<StallRing>
 
-    /// Registers the stall handler and returns an iterator over its reports.
+    init(loop: Loop, threshold: Duration, capacity: Int) {
+        self.loop = loop
+        self.threshold = threshold
+        self.capacity = capacity
+        first = FirstIteratorMailbox(Self.startWatching(loop: loop, threshold: threshold, capacity: capacity))
+    }
+
+    /// An iterator over the reports: the first one gets those since the stream was made, each
+    /// later one those since it was made.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(handle: MailboxHandle(startWatching()))
+        let mailbox = first.take() ?? Self.startWatching(loop: loop, threshold: threshold, capacity: capacity)
+        return Iterator(handle: MailboxHandle(mailbox))
     }
 
     /// Iterates the reports; ends when its task is cancelled or the loop stops accepting work.
@@ -60,8 +73,13 @@ public struct LoopStalls: AsyncSequence, Sendable {
         let handle: MailboxHandle<StallRing>
 
         /// The next report, or `nil` once the stream ended.
-        public mutating func next() async -> Loop.Stall? {
-            await handle.mailbox.receive(isolation: nil).0
+        ///
+        /// Runs in the caller's isolation (it is `nonisolated(nonsending)`): an actor pinned to the
+        /// loop that calls `await iterator.next()` stays on the loop's thread and is resumed by a
+        /// job of the loop, as with `for await`. Only a call through a generic
+        /// `AsyncIteratorProtocol` that has no isolation to pass runs on the generic executor.
+        public nonisolated(nonsending) mutating func next() async -> Loop.Stall? {
+            await handle.mailbox.receive(isolation: #isolation).0
         }
 
         /// The next report, or `nil` once the stream ended; waits in the caller's isolation (`for
@@ -71,9 +89,8 @@ public struct LoopStalls: AsyncSequence, Sendable {
         }
     }
 
-    private func startWatching() -> Mailbox<StallRing> {
+    private static func startWatching(loop: Loop, threshold: Duration, capacity: Int) -> Mailbox<StallRing> {
         let mailbox = Mailbox(on: loop, buffer: StallRing(capacity: capacity), name: "LoopStalls", noun: "stall stream")
-        let (loop, threshold) = (loop, threshold)
         // The handler's token, and whether the stream was detached before `start` stored it (a
         // cancellation racing the start): then `start` removes the handler itself.
         let registration = Locked<(token: UInt64?, detached: Bool)>((nil, false))

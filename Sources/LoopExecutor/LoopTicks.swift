@@ -84,8 +84,13 @@ public struct LoopTicks: AsyncSequence, Sendable {
         let handle: MailboxHandle<LatestTick>
 
         /// The next tick, or `nil` once the sequence ended.
-        public mutating func next() async -> LoopTick? {
-            await handle.mailbox.receive(isolation: nil).0
+        ///
+        /// Runs in the caller's isolation (it is `nonisolated(nonsending)`): an actor pinned to the
+        /// loop that calls `await iterator.next()` stays on the loop's thread and is resumed by a
+        /// job of the loop, as with `for await`. Only a call through a generic
+        /// `AsyncIteratorProtocol` that has no isolation to pass runs on the generic executor.
+        public nonisolated(nonsending) mutating func next() async -> LoopTick? {
+            await handle.mailbox.receive(isolation: #isolation).0
         }
 
         /// The next tick, or `nil` once the sequence ended; waits in the caller's isolation, so an

@@ -228,11 +228,12 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
         /// A task parked on the mailbox's parking spot (its isolation is a loop's).
         case parked(ParkingSpot<Element>)
 
-        /// Hands `value` to the waiter and wakes it.
+        /// Hands `value` to the waiter and wakes it. Called with the mailbox's lock held (see "Why
+        /// resume inside the lock"; a parking spot's slot is guarded by that lock).
         func callAsFunction(_ value: Element?) {
             switch self {
             case .continuation(let continuation): continuation.resume(returning: value)
-            case .parked(let spot): spot.wake(with: value)
+            case .parked(let spot): spot.wakeHoldingLock(with: value)
             }
         }
     }
@@ -435,7 +436,7 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     /// time. Only the consumer touches it.
     private func parkingSpot(for executor: LoopExecutor) -> ParkingSpot<Element> {
         if let spot = parking, spot.executor === executor { return spot }
-        let spot = ParkingSpot<Element>(executor)
+        let spot = ParkingSpot<Element>(executor, lock: lock)
         parking = spot
         return spot
     }
@@ -454,6 +455,28 @@ final class MailboxHandle<Buffer: MailboxBuffer>: Sendable {
 
     deinit {
         mailbox.finishUnlessFinished()
+    }
+}
+
+/// A stream's mailbox made with the stream, for its first iterator: the producer (an observer, a
+/// stall handler) is attached when the stream is made, so what happens between making it and the
+/// first `next()` is kept for that iterator (within the buffer's policy). Each further iterator of
+/// the same stream value attaches a producer of its own, from then on. A stream that is never
+/// iterated detaches its producer when its last copy goes away.
+final class FirstIteratorMailbox<Buffer: MailboxBuffer>: Sendable {
+    private let pending: Locked<Mailbox<Buffer>?>
+
+    init(_ mailbox: Mailbox<Buffer>) {
+        pending = Locked(mailbox)
+    }
+
+    /// The mailbox, for the first caller only.
+    func take() -> Mailbox<Buffer>? {
+        pending.withLock { $0.take() }
+    }
+
+    deinit {
+        take()?.finishUnlessFinished()
     }
 }
 
@@ -492,8 +515,9 @@ func hopTarget(of isolation: (any Actor)?) -> LoopExecutor? {
 /// the job's next step is the hop back onto its actor, an enqueue on that same loop (see "How a
 /// waiter pinned to a loop gets back onto it").
 final actor ParkingSpot<Element: Sendable>: SerialExecutor {
-    // Thread-safety: `executor` is immutable; `slot` is a mutex. `parks` is isolated to the actor,
-    // which only its own (parked) jobs run on.
+    // Thread-safety: `executor` and `lock` are immutable; `slot` is guarded by `lock`, the lock of
+    // the mailbox the spot belongs to (which the mailbox holds when it wakes the spot). `parks` is
+    // isolated to the actor, which only its own (parked) jobs run on.
 
     private struct Slot {
         /// The parked task's job, once it has arrived.
@@ -504,13 +528,19 @@ final actor ParkingSpot<Element: Sendable>: SerialExecutor {
 
     /// The executor of the parked task's actor, whose loop runs it again.
     nonisolated let executor: LoopExecutor
-    private let slot = Mutex(Slot())
+    /// The lock of the spot's mailbox: one the thread sanitizer sees (`Synchronization.Mutex`'s
+    /// contended path it does not, and it then reported the hand-off of `slot` between the loop's
+    /// thread and a waker as a race), and no allocation of its own.
+    private nonisolated let lock: LoopLock
+    /// Touched only with `lock` held.
+    private nonisolated(unsafe) var slot = Slot()
     /// Counts the parks: `park()` touches it so that the hop onto this actor does something on
     /// it, which the optimizer must keep (a hop into an empty function is removed as dead).
     private var parks = 0
 
-    init(_ executor: LoopExecutor) {
+    init(_ executor: LoopExecutor, lock: LoopLock) {
         self.executor = executor
+        self.lock = lock
     }
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { asUnownedSerialExecutor() }
@@ -524,7 +554,7 @@ final actor ParkingSpot<Element: Sendable>: SerialExecutor {
     /// The parked task's job: kept until `wake`, or run at once if the wake-up came first.
     nonisolated func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let wokenAlready = slot.withLock { slot in
+        let wokenAlready = lock.withLock {
             if slot.isWoken { return true }
             slot.job = job
             return false
@@ -534,19 +564,17 @@ final actor ParkingSpot<Element: Sendable>: SerialExecutor {
         if wokenAlready { runOnLoop(job) }
     }
 
-    /// Hands `value` to the parked task and runs it again on its loop (or as soon as it has parked).
-    nonisolated func wake(with value: Element?) {
-        let job: UnownedJob? = slot.withLock { slot in
-            slot.isWoken = true
-            slot.value = value
-            return slot.job.take()
-        }
-        if let job { runOnLoop(job) }
+    /// Hands `value` to the parked task and runs it again on its loop (or as soon as it has
+    /// parked). The caller holds `lock` (the mailbox wakes its waiter inside its locked step).
+    nonisolated func wakeHoldingLock(with value: Element?) {
+        slot.isWoken = true
+        slot.value = value
+        if let job = slot.job.take() { runOnLoop(job) }
     }
 
     /// The value the task was woken with, leaving the spot ready for the next wait.
     nonisolated func takeValue() -> Element? {
-        slot.withLock { slot in
+        lock.withLock {
             defer { slot = Slot() }
             return slot.value
         }

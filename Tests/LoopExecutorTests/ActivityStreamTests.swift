@@ -53,7 +53,7 @@ struct ActivityStreamTests {
         defer { thread.join() }
         await started.waitAsync()
         let loop = try #require(loopBox.loop)
-        var iterator = loop.activities().makeAsyncIterator()  // the observer is added here
+        var iterator = loop.activities().makeAsyncIterator()
         go.signal()
         var seen: [String] = []
         while let event = await iterator.next() {
@@ -62,6 +62,65 @@ struct ActivityStreamTests {
             if event.activity == .exit { break }
         }
         #expect(seen == ["E", "BT", "BS", "BW", "AW", "X"])
+    }
+
+    @Test("A stream keeps for its first next() what happened after it was made (issue #36): a whole run before it")
+    func eventsBeforeTheFirstNext() async throws {
+        let started = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        let loopBox = LoopBox()
+        let thread = try PlatformThread.spawn(name: "before-next") {
+            let loop = Loop.current
+            loopBox.loop = loop
+            started.signal()
+            go.wait()
+            loop.add(LoopTimer(after: .milliseconds(10)) { _ in }, forMode: .default)
+            _ = loop.run(.default, for: .seconds(10))
+        }
+        await started.waitAsync()
+        let loop = try #require(loopBox.loop)
+        let stream = loop.activities()  // the observer is added here, not at the first next()
+        go.signal()
+        thread.join()  // the run is over, and the loop's thread has ended
+        var seen: [String] = []
+        for await event in stream { seen.append("\(event.activity)") }
+        #expect(seen == ["E", "BT", "BS", "BW", "AW", "X"])
+    }
+
+    @Test("A second iteration of one stream value gets the events from its own start, the first keeps its own")
+    func secondIterationStartsFresh() async throws {
+        let (loop, _) = makeManualLoopForActivities()
+        loop.add(LoopSource {}, forMode: .default)  // a mode with an item: runs notify entry and exit
+        let stream = loop.activities([.entry, .exit], in: [.default])
+        loop.run(.default, for: .zero)  // E X, for the first iterator only
+        var first = stream.makeAsyncIterator()
+        var second = stream.makeAsyncIterator()  // observes from here
+        loop.run(.default, for: .zero)  // E X, for both
+        loop.tearDown()  // ends both streams after what they buffered
+        var firstSeen: [String] = []
+        while let event = await first.next() { firstSeen.append("\(event.activity)") }
+        var secondSeen: [String] = []
+        while let event = await second.next() { secondSeen.append("\(event.activity)") }
+        #expect(firstSeen == ["E", "X", "E", "X"])
+        #expect(secondSeen == ["E", "X"])
+    }
+
+    @Test("A stream that is never iterated removes its observer when its last copy goes away")
+    func unusedStreamLeaves() throws {
+        let thread = try LoopThread(name: "stream-unused")
+        defer { thread.shutdown() }
+        let loop = thread.loop
+        try thread.perform(waitUntilDone: true) {}  // the thread's driver has added its observer
+        let observers = { loop.lock.withLock { loop.state.modes[.default]?.observerActivities.load(ordering: .relaxed) } }
+        let driverOnly = Loop.Activity([.entry, .beforeWaiting]).rawValue
+        #expect(observers() == driverOnly)
+        func makeAndDrop() {
+            let stream = loop.activities([.afterWaiting])
+            #expect(observers() != driverOnly)  // added when made
+            _ = stream
+        }
+        makeAndDrop()
+        #expect(observers() == driverOnly)
     }
 
     @Test("Overflow: drop-oldest keeps the newest events and reports every drop", arguments: [true, false])

@@ -39,8 +39,8 @@ struct ObservabilityTests {
             for await stall in stalls { reports.append(stall) }
             return reports
         }
-        // The stream's handler is registered when iteration starts: wait until it is.
-        #expect(await eventually { thread.loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.stalls != 0 })
+        // The stream's handler is registered when the stream is made.
+        #expect(thread.loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.stalls != 0)
         try thread.perform(label: "quick") { blockThread(for: .milliseconds(1)) }
         try thread.perform(label: "blocking") { blockThread(for: .milliseconds(60)) }
         try thread.perform(waitUntilDone: true) {}
@@ -55,6 +55,31 @@ struct ObservabilityTests {
         #expect(reports.first?.mode == .default)
         // The stream removed its handler when it ended.
         #expect(thread.loop.instruments.stallThreshold.load(ordering: .relaxed) == .max)
+    }
+
+    @Test("A stall stream keeps for its first next() a stall that happened after it was made (issue #36)")
+    func stallBeforeTheFirstNext() async throws {
+        let thread = try LoopThread(name: "stall-before-next")
+        let stalls = thread.loop.stalls(longerThan: .milliseconds(30))
+        try thread.perform(waitUntilDone: true, label: "early") { blockThread(for: .milliseconds(60)) }
+        var iterator = stalls.makeAsyncIterator()
+        let report = await iterator.next()
+        #expect(report?.label.map { "\($0)" } == "early")
+        await thread.shutdown()
+        #expect(await iterator.next() == nil)
+    }
+
+    @Test("A stall stream that is never iterated removes its handler when its last copy goes away")
+    func unusedStallStreamLeaves() throws {
+        let thread = try LoopThread(name: "unused stalls")
+        defer { thread.shutdown() }
+        func makeAndDrop() {
+            let stalls = thread.loop.stalls(longerThan: .seconds(10))
+            #expect(thread.loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.stalls != 0)
+            _ = stalls
+        }
+        makeAndDrop()
+        #expect(thread.loop.instrumentFlags.load(ordering: .relaxed) & InstrumentFlags.stalls == 0)
     }
 
     @Test("a cancelled stall stream removes its handler from the loop")

@@ -111,6 +111,40 @@ struct TestLoopTests {
         #expect(await ticks.value == [100, 200, 300])
     }
 
+    /// How a pinned consumer iterates a tick sequence.
+    enum TickIteration: String, CaseIterable, Sendable {
+        case forAwait, explicitNext, prefixAdapter
+    }
+
+    @Test(
+        "One advance across five intervals gives a pinned consumer five ticks, however it iterates (issue #36; ×100, 8 test loops at once)"
+    )
+    func oneAdvanceDeliversEveryTick() async throws {
+        for round in 0..<100 {
+            let outcomes = try await withThrowingTaskGroup(of: (TickIteration, [String]).self) { group in
+                for index in 0..<8 {
+                    let iteration = TickIteration.allCases[(round + index) % TickIteration.allCases.count]
+                    group.addTask {
+                        let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
+                        let consumer = TickConsumer(executor: loop.executor)
+                        let consuming = await consumer.start(iteration, every: .seconds(1))
+                        try await loop.runUntilIdle()
+                        try await loop.advance(by: .seconds(5))
+                        let seen = await consumer.seen
+                        consuming.cancel()
+                        await consuming.value
+                        await loop.shutdown()
+                        return (iteration, seen)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            for (iteration, seen) in outcomes {
+                #expect(seen == ["1000+0", "2000+0", "3000+0", "4000+0", "5000+0"], "\(iteration), round \(round)")
+            }
+        }
+    }
+
     @Test("A pinned actor's jobs run on the test loop's thread, in the modes of its executor")
     func pinnedActor() async throws {
         let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
@@ -305,6 +339,41 @@ actor Napper: LoopActor {
     static func milliseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// An actor pinned to a test loop that records the ticks it gets (`ms+missed`), iterating the
+/// sequence in one of the ways users do.
+actor TickConsumer: LoopActor {
+    nonisolated let loopExecutor: LoopExecutor
+    private let start: ContinuousClock.Instant
+    private(set) var seen: [String] = []
+
+    init(executor: LoopExecutor) {
+        loopExecutor = executor
+        start = executor.loop.now
+    }
+
+    func start(_ iteration: TestLoopTests.TickIteration, every interval: Duration) -> Task<Void, Never> {
+        Task { await consume(iteration, every: interval) }
+    }
+
+    private func consume(_ iteration: TestLoopTests.TickIteration, every interval: Duration) async {
+        let ticks = loopExecutor.loop.ticks(every: interval)
+        switch iteration {
+        case .forAwait:
+            for await tick in ticks { record(tick) }
+        case .explicitNext:
+            // A plain call of `next()` (no isolation argument): it must not leave the loop.
+            var iterator = ticks.makeAsyncIterator()
+            while let tick = await iterator.next() { record(tick) }
+        case .prefixAdapter:
+            for await tick in ticks.prefix(5) { record(tick) }
+        }
+    }
+
+    private func record(_ tick: LoopTick) {
+        seen.append("\(Napper.milliseconds(start.duration(to: tick.date)))+\(tick.missed)")
     }
 }
 
