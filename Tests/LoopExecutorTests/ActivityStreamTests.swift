@@ -111,7 +111,9 @@ struct ActivityStreamTests {
         defer { thread.shutdown() }
         let loop = thread.loop
         try thread.perform(waitUntilDone: true) {}  // the thread's driver has added its observer
-        let observers = { loop.lock.withLock { loop.state.modes[.default]?.observerActivities.load(ordering: .relaxed) } }
+        let observers = {
+            loop.lock.withLock { loop.state.modes[.default]?.observerActivities.load(ordering: .relaxed) }
+        }
         let driverOnly = Loop.Activity([.entry, .beforeWaiting]).rawValue
         #expect(observers() == driverOnly)
         func makeAndDrop() {
