@@ -1,4 +1,4 @@
-import LoopRuntime
+@_spi(LoopExecutorSupport) import LoopRuntime
 
 extension Loop {
     /// Runs `body` on the loop's thread in one of `modes` and returns its result to the awaiting
@@ -45,7 +45,10 @@ extension Loop {
         let result: Result<Value, any Error> = await waitOnce(
             "Loop.submit", isolation: isolation, fallback: { .failure(LoopEndedError(loop: loopName)) }
         ) { completion in
-            let queued = perform(inModes: modes) { completion.complete(Result(catching: body)) }
+            let block: @Sendable () -> Void = { completion.complete(Result(catching: body)) }
+            let queued =
+                modes == [.common]
+                ? perform(commonSubmitBlocks, block) : perform(inModes: modes, label: "Loop.submit", block)
             if !queued { completion.complete(.failure(LoopEndedError(loop: loopName))) }
         }
         return try result.get()
@@ -86,7 +89,7 @@ extension LoopThread {
             "LoopThread.submit", isolation: isolation, fallback: { .failure(LoopEndedError(loop: loopName)) }
         ) { completion in
             do {
-                try perform(inModes: modes) { completion.complete(Result(catching: body)) }
+                try perform(inModes: modes, label: "LoopThread.submit") { completion.complete(Result(catching: body)) }
             } catch {
                 completion.complete(.failure(error))
             }
@@ -94,3 +97,7 @@ extension LoopThread {
         return try result.get()
     }
 }
+
+/// `Loop.submit`'s blocks in the common modes (the default), labelled without an allocation per
+/// block.
+private let commonSubmitBlocks = PreparedBlockModes([.common], label: "Loop.submit")

@@ -46,6 +46,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     /// Keeps the loop's `LoopThread` (if a `LoopThread` owns the loop) running while this executor
     /// lives.
     private let lease: AnyObject?
+    /// The modes of the blocks that wake the tasks parked for this executor's actors (see
+    /// `ParkingSpot`), labelled for traces and stall reports; prepared once.
+    let wakeUpBlocks: PreparedBlockModes
     /// This executor as an unowned serial executor, made once: every hop between actors pinned to
     /// the loop asks for it (through `LoopActor.unownedExecutor`), and making it costs a lazy
     /// witness-table lookup. Written only in `init`, before the executor is shared.
@@ -73,6 +76,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     public init(loop: Loop, modes: [Loop.Mode] = [.common], label: StaticString? = nil) {
         self.loop = loop
         self.lease = loop.lifetimeLease()
+        wakeUpBlocks = PreparedBlockModes(modes, label: "wake-up of a waiting task")
         // Unowned: the queue keeps the executor alive while it has jobs (`enqueue` hands it over),
         // so a job never finds its executor gone, and an idle executor is free to go.
         queue = LoopJobQueue(loop: loop, modes: modes, label: label) { [unowned(unsafe) self] job in

@@ -108,7 +108,7 @@ public struct LoopTicks: AsyncSequence, Sendable {
         let interval = interval
         let counted = CountedFirePoints(loop: loop)
         let timer = LoopTimer(
-            after: interval, interval: interval, tolerance: Swift.min(tolerance, interval / 2)
+            after: interval, interval: interval, tolerance: Swift.min(tolerance, interval / 2), label: "LoopTicks"
         ) { timer in
             guard let date = timer.fireDate else { return }
             mailbox.send(LoopTick(date: date, missed: counted.missed(firing: date, interval: interval)))

@@ -585,7 +585,7 @@ final actor ParkingSpot<Element: Sendable>: SerialExecutor {
     /// trap) it runs here and now, so that the trap names that loop.
     private nonisolated func runOnLoop(_ job: UnownedJob) {
         let spot = asUnownedSerialExecutor()
-        let queued = executor.loop.perform(inModes: executor.modes) { job.runSynchronously(on: spot) }
+        let queued = executor.loop.perform(executor.wakeUpBlocks) { job.runSynchronously(on: spot) }
         if !queued { job.runSynchronously(on: spot) }
     }
 }

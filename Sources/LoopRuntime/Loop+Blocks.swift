@@ -40,6 +40,17 @@ extension Loop {
         enqueue(QueuedBlock(modes: .common, body: block), naming: [])
     }
 
+    /// ``perform(inModes:label:_:)`` with modes and a label prepared once (``PreparedBlockModes``):
+    /// no allocation per block for the label. Support for the `LoopExecutor` module, whose own
+    /// blocks (a parked task's wake-up, a submitted body) carry names in traces and stall reports.
+    ///
+    /// - Important: Safe from any thread.
+    @_spi(LoopExecutorSupport)
+    @discardableResult
+    public func perform(_ prepared: PreparedBlockModes, _ block: @escaping @Sendable () -> Void) -> Bool {
+        enqueue(QueuedBlock(modes: prepared.modes, body: block), naming: prepared.names)
+    }
+
     /// ``perform(inModes:label:_:)``, refused (`false`) as soon as a shutdown has begun rather than when
     /// the loop has ended: for `LoopThread`, which refuses new work while it drains.
     func performIfOpen(
@@ -127,5 +138,22 @@ extension Loop {
         }
         for mode in modes { add(timer, forMode: mode) }
         return timer
+    }
+}
+
+/// Modes and a label for blocks, made once and shared by every block queued with them (see
+/// `Loop.perform(_:_:)`). Support for the `LoopExecutor` module.
+///
+/// - Important: Immutable; safe from any thread.
+@_spi(LoopExecutorSupport)
+public struct PreparedBlockModes: Sendable {
+    let modes: BlockModes
+    let names: [Loop.Mode]
+
+    /// Blocks in `modes` (not empty), named `label` in traces and stall reports.
+    public init(_ modes: [Loop.Mode], label: StaticString) {
+        precondition(!modes.isEmpty, "PreparedBlockModes: the mode list is empty, so its blocks could never run.")
+        self.modes = BlockModes(modes, label: label)
+        names = modes
     }
 }

@@ -186,7 +186,7 @@ public final class LoopDriver: Sendable {
     /// Queues a block of `mode` that calls the callbacks waiting for `mode`: it runs in the first
     /// pass of that mode.
     private func serveEntered(_ mode: Loop.Mode) {
-        let queued = loop.perform(inModes: [mode]) { [self] in
+        let queued = loop.perform(inModes: [mode], label: "LoopDriver: mode entered") { [self] in
             for callback in takeEntered(mode) { callback(.entered) }
         }
         // The loop has ended: nothing will ever enter `mode`, so the waiting switches hear it now.

@@ -50,7 +50,8 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     // Thread-safety: `name`, `loop`, `driver`, `core` and `thread` are immutable after init;
     // `core`'s state is guarded by its lock; `lease` is only touched by init and deinit.
 
-    /// The thread's name (the kernel keeps its first 15 bytes).
+    /// The thread's name, in full (the kernel keeps 15 bytes: a longer name is cut there, keeping
+    /// a trailing `-<number>`, so `default-executor-12` shows as `default-exec-12`).
     public let name: String
     /// The thread's loop. Add items to it from any thread; run it only from the thread.
     public let loop: Loop

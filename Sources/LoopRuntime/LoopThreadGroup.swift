@@ -16,7 +16,8 @@ import Synchronization
 ///
 /// - Important: Safe from any thread.
 public final class LoopThreadGroup: Sendable {
-    /// The group's threads, named `"<name>-0"`, `"<name>-1"`, ….
+    /// The group's threads, named `"<name>-0"`, `"<name>-1"`, … (in the kernel's 15 bytes a long
+    /// name is cut before the index, which stays).
     public let threads: [LoopThread]
     private let cursor = Atomic<Int>(0)
 

@@ -35,9 +35,11 @@ import Dispatch
 /// a real loop. When ``advance(by:isolation:)`` returns, the loop is *idle* at the target time: everything
 /// due by then has run, including the tasks those timers resumed on the loop.
 ///
-/// **Determinism.** Work on the test loop's thread is deterministic. A task that is not isolated
-/// to the loop (the test's own task, a detached task) runs on Swift's global pool, concurrently
-/// with the loop; the test synchronizes with it by awaiting it.
+/// **Determinism.** Work on the test loop's thread is deterministic, including a pinned actor that
+/// consumes a tick sequence however it iterates (one tick per grid point, even in one long
+/// advance). A task that is not isolated to the loop (the test's own task, a detached task), and a
+/// pinned consumer while it awaits work elsewhere, run concurrently with the loop; the test
+/// synchronizes with them by awaiting them (see the article *Testing code that uses loops*).
 ///
 /// **A test that waits for a time it never reaches.** If the loop stays idle for
 /// `stallTimeout` of real time while a task waits in one of its sleeps or tick sequences and no

@@ -124,6 +124,20 @@
             "MainExecutor: @MainActor jobs, main-loop blocks and timers all ran, in pass order: \(log.all)",
             log.all == ["block", "main-actor job", "timer"])
 
+        // 2b. Task.sleep from main-actor code sleeps on the default executor's timers, not the main
+        //     loop's (Swift 6.3's Task.sleep leaves the caller's actor first), and wakes back on the
+        //     main actor. (The claim of ConcurrencyOnLoops.md and LoopExecutorFactory's comments.)
+        let sleepWatcher = Task.detached { () -> (group: Bool, main: Int) in
+            let onGroup = await eventually { LoopGroupExecutor.standard.delayedJobCount >= 1 }
+            return (onGroup, MainLoopExecutor.shared.delayedJobCount)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let (sleptOnGroup, mainDelayed) = await sleepWatcher.value
+        check(
+            "MainExecutor: Task.sleep from the main actor is a timer of the default executor's loops (main loop's delayed jobs: \(mainDelayed))",
+            sleptOnGroup && mainDelayed == 0)
+        check("MainExecutor: … and the body wakes on the main thread", Loop.main.isCurrentThread)
+
         // 3. Observers see main-actor jobs: the main loop's metrics count them as job callouts.
         Loop.main.startRecordingMetrics()
         for _ in 0..<10 { await Task { @MainActor in }.value }

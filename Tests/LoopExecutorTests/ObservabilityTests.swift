@@ -22,6 +22,10 @@ private actor Indexer {
         unownedExecutor = executor.asUnownedSerialExecutor()
     }
 
+    func nap() async throws {
+        try await executor.loop.sleep(for: .milliseconds(1))
+    }
+
     func index() -> Int {
         indexed += 1
         return indexed
@@ -118,6 +122,23 @@ struct ObservabilityTests {
         #expect(jobs.allSatisfy { $0.name == "indexer" })
         let batches = events.filter { if case .jobBatch = $0.kind { true } else { false } }
         #expect(!batches.isEmpty && batches.allSatisfy { $0.name == "jobs indexer" })
+        await thread.shutdown()
+    }
+
+    @Test("The package's own blocks carry names in traces: a waiting task's wake-up, submit (issue #36)")
+    func packageBlocksAreLabelled() async throws {
+        let thread = try LoopThread(name: "labelled blocks")
+        let loop = thread.loop
+        loop.startTracing()
+        try await Indexer(executor: loop.executor).nap()  // woken by a block on the loop
+        #expect(try await loop.submit { 1 } == 1)
+        #expect(try await loop.submit(inModes: [.default]) { 2 } == 2)
+        #expect(try await thread.submit { 3 } == 3)
+        try thread.perform(waitUntilDone: true) {}
+        loop.stopTracing()
+        let blocks = loop.trace.events.filter { if case .callout(.block) = $0.kind { true } else { false } }
+        let names = Set(blocks.compactMap(\.name))
+        #expect(names.isSuperset(of: ["wake-up of a waiting task", "Loop.submit", "LoopThread.submit"]), "\(names)")
         await thread.shutdown()
     }
 

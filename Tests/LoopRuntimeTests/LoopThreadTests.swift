@@ -11,6 +11,21 @@ import Testing
 /// SPEC K (R75, R76) and the resident thread.
 @Suite("LoopThread (SPEC R75, R76)", .timeLimit(.minutes(3)), .tearsDownTestLoops)
 struct LoopThreadTests {
+    @Test("A long thread name keeps a group's index within the kernel's 15 bytes (issue #36)")
+    func kernelNamesKeepTheIndex() throws {
+        #expect(PlatformThread.kernelName("default-executor-12") == "default-exec-12")
+        #expect(PlatformThread.kernelName("default-executor-0") == "default-execu-0")
+        #expect(PlatformThread.kernelName("short-3") == "short-3")
+        #expect(PlatformThread.kernelName("a-name-longer-than-fifteen") == "a-name-longer-t")
+        #expect(PlatformThread.kernelName("ünïcödé-thread-name-7").utf8.count <= 15)
+        #expect(PlatformThread.kernelName("ünïcödé-thread-name-7").hasSuffix("-7"))
+        let group = try LoopThreadGroup(count: 3, name: "a-long-group-name")
+        defer { for thread in group.threads { thread.shutdown() } }
+        for thread in group.threads { try thread.perform(waitUntilDone: true) {} }  // each has named itself
+        let names = Set(threadNames())
+        #expect(names.isSuperset(of: ["a-long-group-0", "a-long-group-1", "a-long-group-2"]), "\(names.sorted())")
+    }
+
     @Test("R76 blocks run on the thread, in issue order, and wake it")
     func issueOrder() throws {
         let thread = try LoopThread(name: "order")

@@ -14,11 +14,15 @@
     /// @main struct App {
     ///     static func main() throws {
     ///         try LoopExecutorFactory.runMain {           // on the main actor, in the main loop
-    ///             try await Task.sleep(for: .seconds(1))   // a main-loop timer
+    ///             try await Task.sleep(for: .seconds(1))   // a timer of a default-executor loop
     ///         }
     ///     }
     /// }
     /// ```
+    ///
+    /// `Task.sleep` leaves the caller's actor before it sleeps (Swift 6.3), so even from main-actor
+    /// code it is a timer of the default executor's loops, and the task then hops back to the main
+    /// loop. For a main-loop timer, call `Loop.main.sleep(for:)`.
     ///
     /// The other route is the language's own: an async `@main` type with
     /// `typealias DefaultExecutorFactory = LoopExecutorFactory` (and
@@ -55,7 +59,9 @@
         /// Call it as the first statement of a synchronous `main`, on the main thread. Everything
         /// `body` starts runs on loops: its main-actor work in the main loop's common modes (paused
         /// while the main loop runs another mode), its tasks on the default executor's loop
-        /// threads, its `Task.sleep`s on loop timers.
+        /// threads, its `Task.sleep`s on timers of those threads' loops (even from the main actor:
+        /// `Task.sleep` leaves the caller's actor first; `Loop.main.sleep(for:)` is a main-loop
+        /// timer).
         ///
         /// - Parameter body: The program's async work, on the main actor.
         /// - Returns: What `body` returned.

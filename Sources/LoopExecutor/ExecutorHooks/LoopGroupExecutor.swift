@@ -208,7 +208,8 @@
 
         /// The executor `LoopExecutorFactory` installs as the default executor: a group of one loop
         /// thread per processor (or `LOOP_DEFAULT_EXECUTOR_THREADS` of them), named
-        /// `default-executor-<n>`, made when the runtime first asks for it and never shut down.
+        /// `default-executor-<n>` (cut before the index in the kernel's 15 bytes), made when the
+        /// runtime first asks for it and never shut down.
         ///
         /// - Important: Safe from any thread.
         public static let standard: LoopGroupExecutor = {

@@ -36,7 +36,7 @@ final class PlatformThread: @unchecked Sendable {
             &thread.handle, nil,
             { raw in
                 let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
-                if let name = start.name { _ = cloop_set_current_thread_name(name) }
+                if let name = start.name { _ = cloop_set_current_thread_name(PlatformThread.kernelName(name)) }
                 start.body()
                 return nil
             }, start)
@@ -45,6 +45,34 @@ final class PlatformThread: @unchecked Sendable {
             throw LoopSystemError(call: "pthread_create", errno: result)
         }
         return thread
+    }
+
+    /// The name the kernel keeps for a thread named `name`: at most 15 bytes. A longer name is cut,
+    /// but a trailing `-<number>` (a `LoopThreadGroup` thread's index) is kept, so that the threads
+    /// of one group stay apart in `top`, `gdb` and `/proc`: `default-executor-12` becomes
+    /// `default-exec-12`.
+    static func kernelName(_ name: String) -> String {
+        let limit = 15
+        guard name.utf8.count > limit else { return name }
+        var suffix = Substring("")
+        if let dash = name.lastIndex(of: "-") {
+            let digits = name[name.index(after: dash)...]
+            if !digits.isEmpty && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber)
+                && digits.utf8.count + 1 < limit
+            {
+                suffix = name[dash...]
+            }
+        }
+        let room = limit - suffix.utf8.count
+        var head = ""
+        for scalar in name.unicodeScalars {
+            guard head.utf8.count + String(scalar).utf8.count <= room else { break }
+            head.unicodeScalars.append(scalar)
+        }
+        if !suffix.isEmpty {
+            while let last = head.last, "-_. ".contains(last) { head.removeLast() }  // no "group--0"
+        }
+        return head + suffix
     }
 
     /// Waits for the thread to end.
