@@ -22,6 +22,7 @@ if let flag = CommandLine.arguments.first(where: { $0.hasPrefix(ExecutorHooks.ch
 let scenarios: [(name: String, onMainThread: Bool, run: (Scale) -> Void)] = [
     ("wake", false, WakePingPong.run),
     ("actor", false, ActorRoundTrip.run),
+    ("task-executor", false, TaskExecutorFrames.run),
     ("async", false, AsyncTimers.run),
     ("empty-pass", false, EmptyPass.run),
     ("timers", false, TimerThroughput.run),

@@ -1,4 +1,5 @@
 @_spi(LoopExecutorSupport) import LoopRuntime
+import Synchronization
 
 /// A loop seen as a Swift concurrency executor: pin actors to a loop's thread, run their jobs
 /// inside the loop's passes and modes.
@@ -36,23 +37,22 @@
 ///
 /// - Important: Safe from any thread. Jobs run on the loop's thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable, CustomStringConvertible {
-    // Thread-safety: `loop`, `queue`, `lease`, `unownedSerial` (and, with the trait,
-    // `delayedJobs`) are immutable after init (set before the executor is shared); the queue and
-    // the delayed jobs synchronize themselves.
+    // Thread-safety: `loop`, `serial`, `unownedSerial` (and, with the trait, `delayedJobs`) are
+    // immutable after init (set before the executor is shared); `taskJobs` is an atomic lazy
+    // reference; the queues and the delayed jobs synchronize themselves.
 
     /// The loop whose thread runs the jobs.
     public let loop: Loop
-    private var queue: LoopJobQueue!
-    /// Keeps the loop's `LoopThread` (if a `LoopThread` owns the loop) running while this executor
-    /// lives.
-    private let lease: AnyObject?
-    /// The modes of the blocks that wake the tasks parked for this executor's actors (see
-    /// `ParkingSpot`), labelled for traces and stall reports; prepared once.
-    let wakeUpBlocks: PreparedBlockModes
-    /// This executor as an unowned serial executor, made once: every hop between actors pinned to
-    /// the loop asks for it (through `LoopActor.unownedExecutor`), and making it costs a lazy
+    /// The executor's serial face: the executor of the actors pinned to it (see "Two doors" in
+    /// `LoopSerialExecutor.swift`).
+    let serial: LoopSerialExecutor
+    /// The serial face as an unowned serial executor, made once: every hop between actors pinned
+    /// to the loop asks for it (through `LoopActor.unownedExecutor`), and making it costs a lazy
     /// witness-table lookup. Written only in `init`, before the executor is shared.
     @usableFromInline @exclusivity(unchecked) private(set) var unownedSerial = MainActor.sharedUnownedExecutor
+    /// The queue of the jobs of tasks that prefer this executor, made at the first one (an
+    /// executor nobody prefers has no queue for the loop's passes to look at).
+    private let taskJobs = AtomicLazyReference<LoopJobQueue>()
     #if ExperimentalExecutorHooks && compiler(>=6.3)
         /// Jobs handed over with a delay (`SchedulingExecutor`: `Task.sleep`), in loop timers.
         /// Written only in `init`.
@@ -75,50 +75,42 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     ///     Defaults to none.
     public init(loop: Loop, modes: [Loop.Mode] = [.common], label: StaticString? = nil) {
         self.loop = loop
-        self.lease = loop.lifetimeLease()
-        wakeUpBlocks = PreparedBlockModes(modes, label: "wake-up of a waiting task")
-        // Unowned: the queue keeps the executor alive while it has jobs (`enqueue` hands it over),
-        // so a job never finds its executor gone, and an idle executor is free to go.
-        queue = LoopJobQueue(loop: loop, modes: modes, label: label) { [unowned(unsafe) self] job in
-            // Run as the serial executor only. Naming this executor as the task executor too would
-            // make every actor-to-actor call on this loop look like a change of task executor to
-            // the runtime (the tasks prefer none), which then enqueues instead of switching
-            // inline. Jobs that arrive through a task-executor preference run fine this way: they
-            // are on the loop's thread, and the runtime sends their next nonisolated step here
-            // again.
-            job.runSynchronously(on: self.unownedSerial)
-        }
-        unownedSerial = UnownedSerialExecutor(ordinary: self)
+        serial = LoopSerialExecutor(loop: loop, modes: modes, label: label)
+        unownedSerial = serial.unownedSerial
         #if ExperimentalExecutorHooks && compiler(>=6.3)
             delayedJobs = DelayedJobs(loop: loop, modes: modes) { [unowned(unsafe) self] job in
-                // The entry's job runs on this executor, which lives while it has delayed jobs: the
-                // timer's entry holds the executor (see `schedule`).
-                self.queue.enqueue(job, keeping: self)
+                // A woken sleeper of a task that prefers this executor: back through the task
+                // door. The timer's entry holds the executor until then (see `schedule`).
+                self.taskQueue.enqueue(job, keeping: self)
             }
+            serial.delayedJobs = delayedJobs  // before the executor is shared
         #endif
     }
 
     deinit {
-        queue.retire()
+        taskJobs.load()?.retire()
     }
 
     /// The modes in which the jobs run.
-    public var modes: [Loop.Mode] { queue.modes }
+    public var modes: [Loop.Mode] { serial.modes }
 
     /// The name of the jobs in the loop's metrics, stall reports and traces, if any.
     ///
     /// - Important: Safe from any thread (immutable).
-    public var label: StaticString? { queue.label }
+    public var label: StaticString? { serial.label }
 
     /// The number of jobs waiting to run.
     ///
     /// - Important: Safe from any thread.
-    public var pendingJobCount: Int { queue.count }
+    public var pendingJobCount: Int { serial.pendingJobCount + (taskJobs.load()?.count ?? 0) }
 
     /// `LoopExecutor(<loop>, modes: […])`.
     public var description: String { "LoopExecutor(\(loop), modes: \(modes.map(\.rawValue)))" }
 
-    /// Queues a job to run on the loop's thread (SPEC N1).
+    /// Queues a job of a task that prefers this executor (`withTaskExecutorPreference(executor)`,
+    /// `Task(executorPreference:)`) to run on the loop's thread, as this task executor (SPEC N1).
+    /// Jobs of actors pinned to the executor reach its serial side instead
+    /// (``asUnownedSerialExecutor()``).
     ///
     /// Allocation-free in the steady state; wakes the loop only if it sleeps in one of the
     /// executor's modes and the queue was empty.
@@ -129,14 +121,30 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         let job = UnownedJob(job)
         #if ExperimentalExecutorHooks && compiler(>=6.3)
             let returningSleeper = delayedJobs.noteEnqueue(job)
-            queue.enqueue(job, keeping: self)
+            taskQueue.enqueue(job, keeping: self)
             if let returningSleeper { delayedJobs.sleeperArrived(returningSleeper) }
         #else
-            queue.enqueue(job, keeping: self)
+            taskQueue.enqueue(job, keeping: self)
         #endif
     }
 
-    /// This executor as an unowned serial executor.
+    /// The queue of the task door, made at the first job that comes through it.
+    private var taskQueue: LoopJobQueue {
+        if let queue = taskJobs.load() { return queue }
+        // Unowned: the queue keeps the executor alive while it has jobs (`enqueue` hands it over).
+        let made = LoopJobQueue(loop: loop, modes: serial.modes, label: serial.label) { [unowned(unsafe) self] job in
+            // As this task executor, on the generic serial executor: the runtime then passes
+            // between the task's nonisolated frames inline (see "Two doors").
+            job.runSynchronously(on: self.asUnownedTaskExecutor())
+        }
+        let queue = taskJobs.storeIfNil(made)
+        if queue !== made { made.retire() }  // a racing first job made one first
+        return queue
+    }
+
+    /// The executor of the actors pinned to this one, as an unowned serial executor: a
+    /// companion object of this executor, on the same loop and modes, whose jobs run as a serial
+    /// executor (see ``enqueue(_:)`` for the jobs of tasks that prefer this executor).
     @inlinable
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         unownedSerial

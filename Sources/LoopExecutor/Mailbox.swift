@@ -82,7 +82,7 @@ struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
         let continuation: Continuation
         /// The executor of the task's isolation if it is a loop's: the task is parked, and woken
         /// on that loop (see "How a waiter pinned to a loop gets back onto it").
-        let hopTarget: LoopExecutor?
+        let hopTarget: LoopSerialExecutor?
         /// The task runs on the producer's loop thread, so each resumption costs that loop a pass:
         /// it is handed elements only at batch points (see `Loop.activities(_:in:buffering:)`).
         let takesBatches: Bool
@@ -434,7 +434,7 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     /// The mailbox's parking spot for waiters pinned to `executor`'s loop: made at the first such
     /// wait and kept for the next ones (a tick sequence waits again and again), one consumer at a
     /// time. Only the consumer touches it.
-    private func parkingSpot(for executor: LoopExecutor) -> ParkingSpot<Element> {
+    private func parkingSpot(for executor: LoopSerialExecutor) -> ParkingSpot<Element> {
         if let spot = parking, spot.executor === executor { return spot }
         let spot = ParkingSpot<Element>(executor, lock: lock)
         parking = spot
@@ -504,9 +504,9 @@ struct SingleValue<Element: Sendable>: MailboxBuffer {
 /// The executor of `isolation` if it is a ``LoopExecutor``: a task waiting in that isolation is
 /// parked, and woken on that executor's loop (see "How a waiter pinned to a loop gets back onto
 /// it").
-func hopTarget(of isolation: (any Actor)?) -> LoopExecutor? {
+func hopTarget(of isolation: (any Actor)?) -> LoopSerialExecutor? {
     guard let isolation else { return nil }
-    return isolation.unownedExecutor.asSerialExecutor() as? LoopExecutor
+    return isolation.unownedExecutor.asSerialExecutor() as? LoopSerialExecutor
 }
 
 /// Where a task isolated to an actor pinned to a loop waits for a mailbox: an actor that is its own
@@ -527,7 +527,7 @@ final actor ParkingSpot<Element: Sendable>: SerialExecutor {
     }
 
     /// The executor of the parked task's actor, whose loop runs it again.
-    nonisolated let executor: LoopExecutor
+    nonisolated let executor: LoopSerialExecutor
     /// The lock of the spot's mailbox: one the thread sanitizer sees (`Synchronization.Mutex`'s
     /// contended path it does not, and it then reported the hand-off of `slot` between the loop's
     /// thread and a waker as a race), and no allocation of its own.
@@ -538,7 +538,7 @@ final actor ParkingSpot<Element: Sendable>: SerialExecutor {
     /// it, which the optimizer must keep (a hop into an empty function is removed as dead).
     private var parks = 0
 
-    init(_ executor: LoopExecutor, lock: LoopLock) {
+    init(_ executor: LoopSerialExecutor, lock: LoopLock) {
         self.executor = executor
         self.lock = lock
     }

@@ -128,6 +128,52 @@ struct LoopExecutorTests {
         #expect(onLoop)
     }
 
+    @Test(
+        "A task preferring the loop passes between its nonisolated frames without a loop job each, and still reaches pinned actors (issue #35)"
+    )
+    func preferenceFramesDoNotHop() async throws {
+        let thread = try LoopThread(name: "frames")
+        defer { thread.shutdown() }
+        let loop = thread.loop
+        let pinned = Pinned(thread.executor)
+        try thread.perform(waitUntilDone: true) {}
+        loop.startRecordingMetrics()
+        let (onLoop, depth) = await withTaskExecutorPreference(thread.executor) {
+            (await nonisolatedWork(loop), await nestedFrames(200, loop))
+        }
+        try thread.perform(waitUntilDone: true) {}
+        let jobs = loop.metrics[.job].count
+        loop.stopRecordingMetrics()
+        #expect(onLoop && depth == 200)
+        // Two hundred nested frames, each entered and left on the loop's thread: a handful of jobs
+        // (the task's arrival), not one or two per frame as when the task ran as the serial
+        // executor.
+        #expect(jobs < 20, "\(jobs) loop jobs for 200 nonisolated frames")
+        // From a preferring task to a pinned actor and back: the actor's own door.
+        let called = await withTaskExecutorPreference(thread.executor) { () async -> (Bool, Int) in
+            await pinned.call()
+            return (await pinned.onLoopThread(), await pinned.calls)
+        }
+        #expect(called == (true, 1))
+    }
+
+    @Test("Tasks created with the loop executor as their preference release it as they end (×200)")
+    func taskPreferenceRetainsTheExecutorItWasGiven() async throws {
+        let thread = try LoopThread(name: "task-preference")
+        defer { thread.shutdown() }
+        weak var weakExecutor: LoopExecutor?
+        do {
+            let executor = LoopExecutor(loop: thread.loop)
+            weakExecutor = executor
+            let tasks = (0..<200).map { _ in
+                Task(executorPreference: executor) { await nonisolatedWork(thread.loop) }
+            }
+            for task in tasks { #expect(await task.value) }
+        }
+        // The tasks' retains were balanced by the runtime's releases: the executor is gone.
+        #expect(await eventually { weakExecutor == nil })
+    }
+
     @Test("N1 running jobs counts as a handled source")
     func jobsAreHandledSources() async throws {
         let loopBox = LoopBox()
@@ -248,4 +294,12 @@ actor Nesting: LoopActor {
         await other.value
         return trace
     }
+}
+
+/// `depth` nested nonisolated async frames; counts those that ran on `loop`'s thread.
+@inline(never)
+nonisolated func nestedFrames(_ depth: Int, _ loop: Loop) async -> Int {
+    let here = loop.isCurrentThread ? 1 : 0
+    guard depth > 1 else { return here }
+    return here + (await nestedFrames(depth - 1, loop))
 }
