@@ -183,6 +183,10 @@
         check(
             "SchedulingExecutor: the long sleep waits in a loop timer",
             await eventually { LoopGroupExecutor.standard.delayedJobCount == 1 })
+        // The sleep's job is in the table before its task suspends; a block through every loop of
+        // the group runs after the task's job returned, so the cancellation finds it suspended (a
+        // cancellation in between lets the task go on inline: see DelayedJobs).
+        for thread in LoopGroupExecutor.standard.group.threads { _ = try? await thread.loop.submit {} }
         sleeper.cancel()
         check("SchedulingExecutor: the cancelled sleep throws CancellationError", await sleeper.value)
         check(

@@ -14,9 +14,12 @@
     /// its wake-up — until the deadline. The table remembers the address of the task that scheduled
     /// each job (the sleeper: `enqueue(_:at:…)` runs inside it; a task's job is the task). When
     /// that task is enqueued on the executor while its job still waits, nothing but a cancellation
-    /// can have resumed it: the timer goes at once and the wake-up job runs now. (A sleeper resumed
-    /// onto another executor is not seen; its timer stays until the deadline, harmless.) Only the
-    /// address is kept: an `UnsafeCurrentTask` must not outlive `withUnsafeCurrentTask`.
+    /// can have resumed it: the timer goes at once and the wake-up job runs now. Two cases are not
+    /// seen, and their timer stays until the deadline (or the same task's next sleep here), which
+    /// is harmless but for the memory: a sleeper resumed onto another executor, and a cancellation
+    /// that lands in the instant between the job's arrival here and its task's suspension — the
+    /// standard library then lets the task go on inline without suspending, so it never comes back.
+    /// Only the address is kept: an `UnsafeCurrentTask` must not outlive `withUnsafeCurrentTask`.
     ///
     /// **The way back.** A sleep's wake-up job is a small task that hops to the generic executor
     /// first (Swift's global pool, or the default executor when `LoopExecutorFactory` installed
