@@ -32,6 +32,23 @@ enum ActorRoundTrip {
                 scenario: "actor", metric: "global task → loop-pinned actor → back", unit: "ns/rt",
                 ours: onLoop, comparisonName: "default actor", comparison: defaultActor, higherIsBetter: false))
 
+        // The same round trips to an actor on the reference serial executor (issue #35): a thread,
+        // a locked queue and an eventfd, NIO's shape, with none of a loop's features.
+        let reference = ReferenceSerialExecutor()
+        let onReference = ReferenceCounter(executor: reference)
+        let referenceRoundTrip = sample(scale) {
+            nanosecondsPerOperation(roundTrips) { blockingRoundTrips(onReference, roundTrips) }
+        }
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "global task → loop-pinned actor → back", unit: "ns/rt",
+                ours: onLoop, comparisonName: "reference serial executor", comparison: referenceRoundTrip,
+                higherIsBetter: false))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "global task → reference-executor actor → back", unit: "ns/rt",
+                ours: referenceRoundTrip, comparisonName: "floor", comparison: floor, higherIsBetter: false))
+
         // Throughput: 4 tasks × N awaits on one loop-pinned actor.
         let perTask = scale.pick(100_000, quick: 2_000)
         let throughput = sample(scale) {
@@ -40,10 +57,22 @@ enum ActorRoundTrip {
         let defaultThroughput = sample(scale) {
             1e9 / nanosecondsPerOperation(4 * perTask) { blockingParallelCalls(plain, tasks: 4, perTask: perTask) }
         }
+        let referenceThroughput = sample(scale) {
+            1e9
+                / nanosecondsPerOperation(4 * perTask) {
+                    blockingParallelCalls(onReference, tasks: 4, perTask: perTask)
+                }
+        }
         Report.add(
             ResultLine(
                 scenario: "actor", metric: "4 tasks × \(perTask) awaits on one actor", unit: "calls/s",
                 ours: throughput, comparisonName: "default actor", comparison: defaultThroughput, higherIsBetter: true))
+        Report.add(
+            ResultLine(
+                scenario: "actor", metric: "4 tasks × \(perTask) awaits on one actor", unit: "calls/s",
+                ours: throughput, comparisonName: "reference serial executor", comparison: referenceThroughput,
+                higherIsBetter: true))
+        reference.shutdown()
 
         // Actor → actor on the same loop: no hop.
         let calls = scale.pick(1_000_000, quick: 10_000)

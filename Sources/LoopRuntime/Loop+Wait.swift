@@ -1,3 +1,4 @@
+import CLoopRuntimeShims
 import Synchronization
 
 // The wake-up protocol (SPEC M2, M4, R67, R68).
@@ -66,7 +67,15 @@ extension Loop {
         let recordsWait = isInstrumented
         let waitStart = recordsWait ? instrumentWaitBegan() : 0
         var cause = MetricsStorage.WakeCause.handOff
-        withWaitEvents { cause = sleep(run, into: &$0) }
+        if spinsBeforeWaiting {
+            // The reading `enterSleep` used: the moment the loop was ready to wait.
+            let readyAt = loopThread.lastReading
+            withWaitEvents { cause = sleep(run, spinningFrom: readyAt, into: &$0) }
+            let end = waiter.now()
+            loopThread.spin.waitEnded(from: readyAt, to: end, handOff: cause == .handOff)
+        } else {
+            withWaitEvents { cause = sleep(run, spinningFrom: nil, into: &$0) }
+        }
         let wokenUp = lock.withLock { leaveSleep(run) }
         loopThread.timePassed()
         if recordsWait {
@@ -121,7 +130,24 @@ extension Loop {
     /// The wait, with the sleep-state protocol: blocks until notified, the deadline, or a ready
     /// descriptor of the mode; a stale eventfd write (SPEC M4) or descriptors of other modes (now
     /// paused) send it back to sleep. Returns what ended it (a deadline counts as a timer's).
-    private func sleep(_ run: RunContext, into events: inout WaitEvents) -> MetricsStorage.WakeCause {
+    /// A loop that spins (`readyAt` given) first watches its sleep state for the spin the policy
+    /// allows: work handed over meanwhile is taken without a system call on either side.
+    private func sleep(
+        _ run: RunContext, spinningFrom readyAt: Int64?, into events: inout WaitEvents
+    ) -> MetricsStorage.WakeCause {
+        if let readyAt, loopThread.spin.budget > 0,
+            spin(until: readyAt &+ loopThread.spin.budget)
+        {
+            _ = fallAsleep()  // fails (notified) and leaves the state awake
+            // A loop kept busy by hand-offs may not block for a long while: its descriptors are
+            // looked at now, as the blocking wait would have (SPEC M3).
+            if run.mode.mayHaveDescriptorSources {
+                waiter.wait(blocking: false, into: &events)
+                if !events.ready.isEmpty { _ = lock.withLock { absorbReadiness(events.ready, in: run.mode) } }
+                events.ready.removeAll(keepingCapacity: true)
+            }
+            return .handOff
+        }
         while fallAsleep() {
             blockedInWait.store(true, ordering: .releasing)
             waiter.wait(blocking: true, into: &events)
@@ -135,6 +161,24 @@ extension Loop {
             if events.deadlineExpired { return .timer }
         }
         return .handOff
+    }
+
+    /// Watches the sleep state until another thread notifies the loop (true), or loop time
+    /// `limit` or the armed deadline comes (false; another thread that adds an earlier timer
+    /// moves the armed deadline). The state stays `awake` meanwhile, so a producer that hands work
+    /// over only swaps in `notified`: no eventfd write, and no wake-up for the loop to absorb.
+    @inline(never)
+    private func spin(until limit: Int64) -> Bool {
+        var round = 0
+        while sleepState.load(ordering: .relaxed) != Loop.notified {
+            cloop_cpu_relax()
+            round &+= 1
+            if round & 15 == 0 {
+                let now = waiter.now()
+                if now >= limit || now >= waiter.armedDeadline() { return false }
+            }
+        }
+        return true
     }
 
     /// `awake → sleeping`; false if someone notified the loop since it last looked (then it stays

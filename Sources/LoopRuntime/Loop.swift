@@ -50,6 +50,9 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     let waiter: any LoopWaiter
     /// The waiter is a virtual clock's (a test loop): `hasVirtualClock`, without a cast per call.
     let waitsOnVirtualTime: Bool
+    /// The loop may spin before it blocks (SpinPolicy.swift): its waiter is the real one and
+    /// `LOOP_SPIN_BEFORE_WAIT=0` is not set.
+    let spinsBeforeWaiting: Bool
     let isMain: Bool
     /// Guards `state`. Its place in the package's lock order, and the rule that nothing user-made
     /// is run or released under it: ThreadingModel.md, "Locks".
@@ -75,6 +78,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         self.owner = owner
         self.waiter = waiter
         self.waitsOnVirtualTime = waiter is VirtualWaiter
+        self.spinsBeforeWaiting = waiter is EpollWaiter && SpinPolicy.enabled
         self.isMain = isMain
         anchor.loop = self
         _ = state.modeState(.default)  // SPEC R3: a new loop has the default mode.
@@ -144,7 +148,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// - Important: Safe from any thread.
     public var now: ContinuousClock.Instant { LoopTime.instant(waiter.now()) }
 
-    /// True only while the loop is blocked in its wait (SPEC R70).
+    /// True only while the loop is blocked in its wait (SPEC R70); false during the short spin
+    /// a loop may make before it blocks (see <doc:LoopIteration>).
     ///
     /// - Important: Safe from any thread.
     public var isWaiting: Bool { blockedInWait.load(ordering: .acquiring) }

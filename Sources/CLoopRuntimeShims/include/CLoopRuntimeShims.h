@@ -36,6 +36,16 @@ static inline uint64_t cloop_thread_token(void) {
     return token != 0 ? token : cloop_assign_thread_token();
 }
 
+/// A hint to the CPU that the caller spins (x86 `pause`, Arm `yield`): the sibling hyperthread
+/// and the memory system get the cycles a tight loop would burn.
+static inline void cloop_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 static inline int cloop_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
 /// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC).

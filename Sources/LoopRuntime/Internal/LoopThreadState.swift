@@ -34,6 +34,8 @@ final class LoopThreadState {
     @exclusivity(unchecked) var hasRun = false
     /// The wait's result buffer; the wait is never re-entered while it is in use.
     @exclusivity(unchecked) var waitEvents = WaitEvents()
+    /// Whether the next wait spins first, and for how long (SpinPolicy.swift).
+    @exclusivity(unchecked) var spin = SpinPolicy()
 
     // MARK: The pass's clock
 

@@ -64,6 +64,8 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
 
     func now() -> Int64 { LoopTime.now() }
 
+    func armedDeadline() -> Int64 { armed.current }
+
     func arm(_ deadline: Int64) {
         // Checked without the lock, which a wake-up from another thread takes (see ArmedDeadline).
         guard armed.needsArming(for: deadline) else { return }

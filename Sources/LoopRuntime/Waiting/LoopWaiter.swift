@@ -1,5 +1,9 @@
 import Synchronization
 
+extension LoopWaiter {
+    func armedDeadline() -> Int64 { .max }
+}
+
 /// What one wait observed.
 struct WaitEvents {
     /// The armed deadline passed (the timerfd expired).
@@ -29,6 +33,11 @@ protocol LoopWaiter: AnyObject, Sendable {
     /// and before every blocking wait: arming the deadline already armed must cost no system call
     /// (see ``ArmedDeadline``).
     func arm(_ deadline: Int64)
+
+    /// The deadline armed now (absolute loop time), `Int64.min` if it expired, `Int64.max` if the
+    /// waiter does not say: a spinning loop stops at it, also when another thread moved it
+    /// earlier while the loop spun. Safe from any thread.
+    func armedDeadline() -> Int64
 
     /// Waits until a wake-up, the armed deadline, or (later) a ready descriptor; does not block
     /// when `blocking` is false. Loop thread only.
@@ -87,6 +96,9 @@ final class ArmedDeadline: Sendable {
     func needsArming(for deadline: Int64) -> Bool {
         armed.load(ordering: .relaxed) != deadline
     }
+
+    /// The deadline the timer is set for, or `Int64.min` after it expired.
+    var current: Int64 { armed.load(ordering: .relaxed) }
 
     /// The timer was set for `deadline`.
     func didArm(_ deadline: Int64) {
