@@ -47,6 +47,15 @@
         LoopGroupExecutor.standard.group.threads.contains { $0.loop.isCurrentThread }
     }
 
+    /// A default actor (on the default executor) that counts its calls.
+    actor PlainCounter {
+        private var count = 0
+        func next() -> Int {
+            count += 1
+            return count
+        }
+    }
+
     /// The timers of the default executor's loops (their threads run the default mode).
     func defaultExecutorTimers() -> Int {
         LoopGroupExecutor.standard.group.threads.reduce(0) { $0 + $1.loop.timerCount(in: .common) }
@@ -164,6 +173,33 @@
             return all
         }
         check("default executor: task-group children run on the group's loop threads", childrenOnLoops)
+
+        // 5b. Default-executor tasks switch into an idle default actor and back inline, as on the
+        //     stock pool: 4 tasks making 1,000 calls between them are not 1,000 loop jobs (issue
+        //     #35 item 4; run as a task executor, each call that found the actor taken was a job).
+        let laneLoops = LoopGroupExecutor.standard.group.threads.map(\.loop)
+        func groupJobs() -> Int { laneLoops.reduce(0) { $0 + ($1.metrics.callouts[.job]?.count ?? 0) } }
+        for loop in laneLoops { loop.startRecordingMetrics() }
+        await Task.detached {}.value  // a job on a lane, so that recording has begun there
+        let jobsBefore = groupJobs()
+        let inlineCalls = await Task.detached { () -> Int in
+            let counter = PlainCounter()
+            return await withTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        var last = 0
+                        for _ in 0..<250 { last = max(last, await counter.next()) }
+                        return last
+                    }
+                }
+                return await group.reduce(0, max)
+            }
+        }.value
+        let callJobs = groupJobs() - jobsBefore
+        for loop in laneLoops { loop.stopRecordingMetrics() }
+        check(
+            "default executor: 4 tasks made 1,000 calls into one default actor (\(inlineCalls))", inlineCalls == 1_000)
+        check("default executor: … inline, not as loop jobs (\(callJobs) jobs for 1,000 calls)", callJobs < 100)
 
         // 6. Task.sleep in a task without a preference lands on the default executor's timers.
         let (sleptOnLoop, sawTimer) = try await Task.detached { try await sleepOnTheDefaultExecutor() }.value

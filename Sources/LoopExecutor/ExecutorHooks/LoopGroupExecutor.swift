@@ -89,10 +89,12 @@
                 let load = lane.load
                 // `self` unowned(unsafe) (no retain per job): a queue keeps its executor alive
                 // while it has jobs (`keeping:`), so the executor outlives every job it runs.
-                lane.queue = LoopJobQueue(loop: lane.loop, modes: [.common], label: "default executor") {
-                    [unowned(unsafe) self] job in
+                // Jobs run as the stock global executor runs them: on the generic serial executor
+                // with the task's own preference (see `genericSerialExecutor`). The queue keeps its
+                // executor alive while it has jobs (`keeping:`), so nothing here needs `self`.
+                lane.queue = LoopJobQueue(loop: lane.loop, modes: [.common], label: "default executor") { job in
                     load.depth.subtract(1, ordering: .relaxed)
-                    job.runSynchronously(on: self.asUnownedTaskExecutor())
+                    job.runSynchronously(on: genericSerialExecutor)
                 }
                 // Strong captures only: `deinit` invalidates the spinner, and the callout gate makes
                 // that wait for a spin under way on the loop's thread; nothing it uses is freed
@@ -207,13 +209,15 @@
         }
 
         /// The executor `LoopExecutorFactory` installs as the default executor: a group of one loop
-        /// thread per processor (or `LOOP_DEFAULT_EXECUTOR_THREADS` of them), named
+        /// thread per processor this process may use (`LoopThreadGroup.availableProcessorCount`:
+        /// the affinity mask and the cgroup CPU quota count), or `LOOP_DEFAULT_EXECUTOR_THREADS` of
+        /// them, named
         /// `default-executor-<n>` (cut before the index in the kernel's 15 bytes), made when the
         /// runtime first asks for it and never shut down.
         ///
         /// - Important: Safe from any thread.
         public static let standard: LoopGroupExecutor = {
-            var count = LoopThreadGroup.processorCount
+            var count = LoopThreadGroup.availableProcessorCount
             if let text = getenv("LOOP_DEFAULT_EXECUTOR_THREADS"), let wanted = Int(String(cString: text)) {
                 precondition(
                     wanted >= 1,
@@ -228,6 +232,29 @@
             }
         }()
     }
+
+    /// The runtime's generic serial executor — "no isolation" — as an `UnownedSerialExecutor`.
+    ///
+    /// A default executor must run its jobs on it, as the stock global executor does
+    /// (`swift_job_run` with the generic executor): only then does the runtime let a task switch
+    /// into an idle default actor, and back, inline on the same thread, and take the task's own
+    /// executor preference (none, for most) as the current task executor. Run as a task executor
+    /// instead (`runSynchronously(on: UnownedTaskExecutor)`), a job is a context in which the
+    /// runtime never switches inline, so every call into a default actor became a job of its own
+    /// on the loop: 4 tasks calling one default actor ran at 0.7× the stock rate (BENCHMARKS.md,
+    /// issue #35 item 4).
+    ///
+    /// The standard library has no public spelling of it. `UnownedSerialExecutor` is `@frozen`: its
+    /// one stored property is the runtime's two-word executor reference, and the generic executor
+    /// is the reference with a null identity and no witness table (`SerialExecutorRef::generic()`,
+    /// ABI). The layout is checked where this is made.
+    private let genericSerialExecutor: UnownedSerialExecutor = {
+        precondition(
+            MemoryLayout<UnownedSerialExecutor>.size == 2 * MemoryLayout<UInt>.size,
+            "LoopGroupExecutor: this toolchain's UnownedSerialExecutor is not the two-word executor reference it expects."
+        )
+        return unsafeBitCast((UInt(0), UInt(0)), to: UnownedSerialExecutor.self)
+    }()
 
     // The SPI conformance: the runtime finds it by a dynamic cast; users never name it.
     @_spi(ExperimentalExecutorHooks)
