@@ -97,6 +97,21 @@ enum ExecutorHooks {
         }
         emit("Task.sleep lateness p50, \(sleepers) sleepers", "µs", Stats(Array(p50.dropFirst())))
         emit("Task.sleep lateness p99, \(sleepers) sleepers", "µs", Stats(Array(p99.dropFirst())))
+        // Issue #34's rows: the same sleeps as children of one task group (the runtime's child list
+        // is part of what is measured), and a group of trivial children.
+        p50 = []
+        p99 = []
+        for _ in 0..<(scale.repetitions + 1) {
+            let lateness = groupSleepLateness(sleepers)
+            p50.append(lateness[lateness.count / 2])
+            p99.append(lateness[lateness.count * 99 / 100])
+        }
+        emit("Task.sleep lateness p50, \(sleepers) sleepers in one task group", "µs", Stats(Array(p50.dropFirst())))
+        emit("Task.sleep lateness p99, \(sleepers) sleepers in one task group", "µs", Stats(Array(p99.dropFirst())))
+        let children = scale.pick(100_000, quick: 2_000)
+        emit(
+            "\(children) trivial task-group children", "ms",
+            sample(scale) { nanosecondsPerOperation(1) { blockingTaskGroup(children) } / 1e6 })
         thread.shutdown()
         exit(0)
     }
@@ -120,6 +135,38 @@ enum ExecutorHooks {
         }
         done.wait()
         return results.sorted()
+    }
+}
+
+/// `count` children of one task group each sleep 1–50 ms (the spread of `sleepLateness`); returns
+/// each one's lateness in µs, sorted.
+private func groupSleepLateness(_ count: Int) -> [Double] {
+    let results = LatenessLog(count: count)
+    blocking {
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    let delay = Duration.microseconds(1_000 + (index &* 7_919) % 49_000)
+                    let deadline = ContinuousClock.now + delay
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    results.set(index, Double((ContinuousClock.now - deadline) / .nanoseconds(1)) / 1_000)
+                }
+            }
+        }
+    }
+    return results.sorted()
+}
+
+/// A task group of `count` children that each add to a counter, awaited to the end.
+private func blockingTaskGroup(_ count: Int) {
+    blocking {
+        let sum = await withTaskGroup(of: Int.self, returning: Int.self) { group in
+            for index in 0..<count { group.addTask { index & 1 } }
+            var sum = 0
+            for await value in group { sum &+= value }
+            return sum
+        }
+        precondition(sum == count / 2)
     }
 }
 

@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 #include "CLoopRuntimeShims.h"
 
+#include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -34,6 +36,29 @@ bool cloop_is_main_thread(void) { return pthread_equal(pthread_self(), cloop_mai
 pthread_t cloop_main_thread(void) { return cloop_main_thread_id; }
 
 int32_t cloop_thread_id(void) { return (int32_t)syscall(SYS_gettid); }
+
+int32_t cloop_affinity_processor_count(void) {
+    // A fixed cpu_set_t holds 1024 processors; a larger machine needs a bigger mask (EINVAL).
+    for (size_t processors = 1024; processors <= (1u << 20); processors *= 2) {
+        size_t size = CPU_ALLOC_SIZE(processors);
+        cpu_set_t *set = CPU_ALLOC(processors);
+        if (set == NULL) return -1;
+        CPU_ZERO_S(size, set);
+        if (sched_getaffinity(0, size, set) == 0) {
+            int32_t count = (int32_t)CPU_COUNT_S(size, set);
+            CPU_FREE(set);
+            return count;
+        }
+        int error = errno;
+        CPU_FREE(set);
+        if (error != EINVAL) {
+            errno = error;
+            return -1;
+        }
+    }
+    errno = EINVAL;
+    return -1;
+}
 
 int32_t cloop_process_id(void) { return (int32_t)getpid(); }
 

@@ -8,7 +8,7 @@ import Synchronization
 /// sessions, pinned actors) over one loop thread per core.
 ///
 /// ```swift
-/// let group = try LoopThreadGroup(name: "io")   // one thread per core
+/// let group = try LoopThreadGroup(name: "io")   // one thread per usable processor
 /// let thread = group.next()
 /// try thread.perform { … }
 /// group.shutdown()
@@ -24,11 +24,14 @@ public final class LoopThreadGroup: Sendable {
     /// Starts `count` loop threads.
     ///
     /// - Parameters:
-    ///   - count: How many threads; defaults to the number of online processors. Must be ≥ 1.
+    ///   - count: How many threads; defaults to ``availableProcessorCount``, the processors this
+    ///     process may use (its affinity mask and its cgroup's CPU quota count). Must be ≥ 1.
     ///   - name: The prefix of the threads' names.
     /// - Throws: ``LoopSystemError`` if a thread cannot be started; the ones already started are
     ///   shut down.
-    public init(count: Int = LoopThreadGroup.processorCount, name: String = "LoopThreadGroup") throws(LoopSystemError) {
+    public init(count: Int = LoopThreadGroup.availableProcessorCount, name: String = "LoopThreadGroup")
+        throws(LoopSystemError)
+    {
         precondition(count >= 1, "LoopThreadGroup: count must be at least 1, got \(count).")
         var threads: [LoopThread] = []
         do {
@@ -42,8 +45,21 @@ public final class LoopThreadGroup: Sendable {
         self.threads = threads
     }
 
-    /// The number of online processors (at least 1).
-    public static var processorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+    /// The number of online processors (at least 1), whatever this process may use of them; a
+    /// group's default size is ``availableProcessorCount``.
+    ///
+    /// - Important: Safe from any thread.
+    public static var processorCount: Int { ProcessorBudget.online() }
+
+    /// The number of processors this process can keep busy, at least 1: the online processors,
+    /// narrowed by the calling thread's affinity mask (`taskset`, a container's cpuset) and by the
+    /// CPU quota of the process's control group or any of its ancestors (cgroup v2 `cpu.max`,
+    /// cgroup v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`), a fractional quota rounded up. In a
+    /// container limited to 2 CPUs on a 64-core host this is 2, not 64. It is read from the system
+    /// on each call (a few small files), so keep the figure rather than asking in a hot path.
+    ///
+    /// - Important: Safe from any thread.
+    public static var availableProcessorCount: Int { ProcessorBudget.current() }
 
     /// The next thread, round-robin.
     ///

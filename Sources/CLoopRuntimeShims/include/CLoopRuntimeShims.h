@@ -174,6 +174,10 @@ static inline int cloop_errno(void) { return errno; }
 /// The kernel's id of the calling thread (gettid): the `tid` of a trace's events.
 int32_t cloop_thread_id(void);
 
+/// The number of processors in the calling thread's affinity mask (`sched_getaffinity`, any mask
+/// size), or -1 with errno set if it cannot be read.
+int32_t cloop_affinity_processor_count(void);
+
 /// The process id: the `pid` of a trace's events.
 int32_t cloop_process_id(void);
 
