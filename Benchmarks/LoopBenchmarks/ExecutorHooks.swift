@@ -71,6 +71,17 @@ enum ExecutorHooks {
             for _ in 0..<20 { _ = sleepLateness(10_000) }
             exit(0)
         }
+        if getenv("LOOP_BENCH_GROUP_SLEEP_ONLY") != nil {  // … the sleepers in one task group
+            for _ in 0..<20 {
+                let lateness = groupSleepLateness(10_000)
+                print("p50 \(lateness[lateness.count / 2]) µs, p99 \(lateness[lateness.count * 99 / 100]) µs")
+            }
+            exit(0)
+        }
+        if getenv("LOOP_BENCH_CHILDREN_ONLY") != nil {  // … the trivial task-group children
+            for _ in 0..<20 { print("\(nanosecondsPerOperation(1) { blockingTaskGroup(100_000) } / 1e6) ms") }
+            exit(0)
+        }
         let roundTrips = scale.pick(100_000, quick: 2_000)
         let plain = DefaultCounter()
         emit(

@@ -32,8 +32,12 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// Cleared when the queue closes, which breaks the executor ↔ queue reference cycle.
     @exclusivity(unchecked) private var runJob: (@Sendable (UnownedJob) -> Void)?
     private let lock = LoopLock()
-    /// The jobs queued, in order; guarded by `lock`.
+    /// The jobs queued, in order, from `head` on; guarded by `lock`.
     @exclusivity(unchecked) private var pending: [UnownedJob] = []
+    /// How many jobs at the front of `pending` have already left it (run, or moved to another
+    /// queue): always 0 in a queue that is not stealable, whose batches take `pending` whole.
+    /// Guarded by `lock`.
+    @exclusivity(unchecked) private var head = 0
     /// The buffer of the last batch, kept for reuse (no allocation per batch); guarded by `lock`.
     @exclusivity(unchecked) private var spare: [UnownedJob] = []
     /// Enqueue times (loop time) of the last `pendingTimes.count` jobs of `pending`, taken while
@@ -51,6 +55,10 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// metrics flag, written under the loop's lock, so that an enqueue reads only the queue's own
     /// memory (the loop's flags share a cache line with what the loop thread writes per callout).
     let timesJobs = Atomic<Bool>(false)
+    /// Whether other queues may take this queue's oldest jobs (``moveOldest(upTo:to:)``). A
+    /// stealable queue's pass takes its jobs one at a time from the front, so that every job not
+    /// yet started stays in the queue, where another loop can take it.
+    public let isStealable: Bool
 
     /// Creates a queue on `loop` for `modes` and registers it with the loop.
     ///
@@ -58,15 +66,18 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     ///   - loop: The loop that will run the jobs.
     ///   - modes: The modes the jobs may run in; must not be empty.
     ///   - label: The name of the jobs' callouts in stall reports and traces.
+    ///   - stealable: Whether other queues may take its oldest jobs (a group of loops that share
+    ///     work); a pass then takes one job at a time, a lock each.
     ///   - runJob: Runs one job; called on the loop's thread.
     public init(
-        loop: Loop, modes: [Loop.Mode], label: StaticString? = nil,
+        loop: Loop, modes: [Loop.Mode], label: StaticString? = nil, stealable: Bool = false,
         runJob: @escaping @Sendable (UnownedJob) -> Void
     ) {
         precondition(!modes.isEmpty, "LoopExecutor: the mode list must not be empty (on the \(loop)).")
         self.loop = loop
         self.modes = modes
         self.label = label
+        self.isStealable = stealable
         self.runJob = runJob
         pending.reserveCapacity(64)
         spare.reserveCapacity(64)
@@ -91,7 +102,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
             } else if !pendingTimes.isEmpty {
                 pendingTimes.removeAll()
             }
-            guard pending.count == 1 else { return false }
+            guard pending.count - head == 1 else { return false }
             if keeper == nil { keeper = owner }
             return true
         }
@@ -100,8 +111,91 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         }
     }
 
+    /// Queues `jobs` in order, keeping `owner` alive until the queue is empty again (see
+    /// ``enqueue(_:keeping:)``).
+    /// Returns false, queueing nothing, if the queue is closed.
+    private func enqueue(contentsOf jobs: [UnownedJob], keeping owner: AnyObject?) -> Bool {
+        let wasEmpty: Bool? = lock.withLock {
+            guard closedReason == nil else { return nil }
+            let waiting = pending.count - head
+            pending.append(contentsOf: jobs)
+            if !pendingTimes.isEmpty { pendingTimes.removeAll() }  // moved jobs are not timed
+            guard waiting == 0 else { return false }
+            if keeper == nil { keeper = owner }
+            return true
+        }
+        guard let wasEmpty else { return false }
+        if wasEmpty && loopSleepsInMyMode.load(ordering: .sequentiallyConsistent) {
+            loop.notifyLoop()
+        }
+        return true
+    }
+
+    /// Puts back `jobs`, taken from the front by `moveOldest`, at the front, in order.
+    private func putBack(_ jobs: [UnownedJob], keeping owner: AnyObject?) {
+        let refusal: String? = lock.withLock {
+            if let closedReason { return closedReason }
+            if head >= jobs.count {
+                head -= jobs.count
+                pending.replaceSubrange(head..<(head + jobs.count), with: jobs)
+            } else {
+                pending.insert(contentsOf: jobs, at: head)
+            }
+            if keeper == nil { keeper = owner }
+            return nil
+        }
+        if let refusal {
+            fatalError(
+                "LoopExecutor: \(jobs.count) jobs could not move to another loop, and their own loop's queue closed meanwhile (\(refusal)). Nothing would ever run them: shut a group of loops down only when no work is queued on it."
+            )
+        }
+    }
+
+    /// Moves up to `maximum` of this stealable queue's oldest jobs, in order, to the end of
+    /// `target` (a queue of another loop, which will run them); returns how many moved. The jobs
+    /// keep their owner alive in `target` before this queue lets go of it. A closed queue (or
+    /// either) moves nothing.
+    ///
+    /// - Important: Safe from any thread; call it from `target`'s loop thread, between callouts.
+    public func moveOldest(upTo maximum: Int, to target: LoopJobQueue) -> Int {
+        precondition(isStealable, "LoopJobQueue: only a stealable queue gives its jobs to another.")
+        precondition(target !== self, "LoopJobQueue: a queue cannot take its own jobs.")
+        let (jobs, owner): ([UnownedJob], AnyObject?) = lock.withLock {
+            let waiting = pending.count - head
+            guard closedReason == nil, waiting > 0, maximum > 0 else { return ([], nil) }
+            let count = Swift.min(maximum, waiting)
+            let jobs = Array(pending[head..<(head + count)])
+            head += count
+            let owner = keeper
+            compactLocked()
+            if pending.count == head { keeper = nil }
+            return (jobs, owner)
+        }
+        guard !jobs.isEmpty else { return 0 }
+        // The target's loop is ending (its queue closed): the jobs stay here.
+        let moved = target.enqueue(contentsOf: jobs, keeping: owner)
+        if !moved { putBack(jobs, keeping: owner) }
+        _ = owner  // released after a queue holds it again: it may be the jobs' executor's last reference
+        return moved ? jobs.count : 0
+    }
+
+    /// Drops the front of `pending` that has left it once that is worth the copy (a stealable
+    /// queue); with the lock held.
+    private func compactLocked() {
+        if head == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            pendingTimes.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024 && head * 2 >= pending.count {
+            let timedFrom = pending.count - pendingTimes.count
+            if head > timedFrom { pendingTimes.removeFirst(head - timedFrom) }
+            pending.removeFirst(head)
+            head = 0
+        }
+    }
+
     /// The number of jobs waiting.
-    public var count: Int { lock.withLock { pending.count } }
+    public var count: Int { lock.withLock { pending.count - head } }
 
     /// True if the jobs may run in `mode`.
     @inline(__always)
@@ -114,6 +208,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
 
     /// Step 4: runs the jobs queued now, in order (SPEC N1, N2). Returns true if any ran.
     func runBatch() -> Bool {
+        if isStealable { return runOneByOne() }
         let (taken, times): ([UnownedJob], [Int64]) = lock.withLock {
             guard !pending.isEmpty, closedReason == nil else { return ([], []) }
             let batch = pending
@@ -157,6 +252,52 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
         return true
     }
 
+    /// `runBatch` for a stealable queue: the jobs waiting when the step began (N2), taken one at a
+    /// time from the front, so that those not yet started can still move to another loop.
+    private func runOneByOne() -> Bool {
+        var remaining = lock.withLock { closedReason == nil ? pending.count - head : 0 }
+        guard remaining > 0 else { return false }
+        isRunningBatch = true
+        let outerQueue = loop.loopThread.runningJobQueue
+        // Unretained: this queue is alive for the whole batch (the caller holds it), and the outer value is put back before it returns.
+        loop.loopThread.runningJobQueue = Unmanaged.passUnretained(self)
+        let runJob = self.runJob!
+        let recordsBatch = loop.isInstrumented
+        if recordsBatch { loop.instrumentJobBatchBegan() }
+        var ran = 0
+        while remaining > 0 {
+            remaining -= 1
+            let next: (job: UnownedJob, enqueuedAt: Int64?)? = lock.withLock {
+                guard closedReason == nil, head < pending.count else { return nil }
+                let index = head
+                let timedFrom = pending.count - pendingTimes.count
+                let time = index >= timedFrom ? pendingTimes[index - timedFrom] : nil
+                let job = pending[index]
+                head += 1
+                compactLocked()
+                return (job, time)
+            }
+            guard let next else { break }
+            let recorded =
+                recordsBatch
+                && loop.instrumentCalloutBegins(
+                    .job, label: label, lateness: next.enqueuedAt.map { loop.loopThread.now(loop.waiter) - $0 })
+            runJob(next.job)
+            ran += 1
+            if recorded { loop.instrumentCalloutEnded() }
+        }
+        if recordsBatch { loop.instrumentJobBatchEnded(jobs: ran, label: label) }
+        loop.loopThread.runningJobQueue = outerQueue
+        isRunningBatch = false
+        let released: AnyObject? = lock.withLock {
+            guard pending.count == head else { return nil }
+            defer { keeper = nil }
+            return keeper
+        }
+        _ = released  // released after unlocking: it may be the executor's last reference
+        return ran > 0
+    }
+
     /// Closes the queue and removes it from its loop: its executor is gone (and had no jobs, since
     /// queued jobs keep it alive).
     public func retire() {
@@ -183,13 +324,13 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
 }
 
 extension LoopJobQueue: LoopEndAware {
-    var hasQueuedWork: Bool { lock.withLock { !pending.isEmpty } }
+    var hasQueuedWork: Bool { lock.withLock { pending.count > head } }
 
     /// The loop is sealing: close if no job is queued and the rest agree. An idle queue holds no
     /// keeper, and `runJob` holds its executor unowned, so nothing released here runs user code.
     func sealIfIdle(_ end: LoopEndNotice, rest: () -> Bool) -> Bool {
         let released: (AnyObject?, Any?)? = lock.withLock {
-            guard pending.isEmpty, rest() else { return nil }
+            guard pending.count == head, rest() else { return nil }
             return closeLocked(reason: end.message)
         }
         _ = released

@@ -56,6 +56,11 @@
         }
     }
 
+    /// How many tasks have started (shared by a check's children).
+    final class StartCount: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
     /// The timers of the default executor's loops (their threads run the default mode).
     func defaultExecutorTimers() -> Int {
         LoopGroupExecutor.standard.group.threads.reduce(0) { $0 + $1.loop.timerCount(in: .common) }
@@ -175,14 +180,25 @@
         check("default executor: task-group children run on the group's loop threads", childrenOnLoops)
 
         // 5b. Default-executor tasks switch into an idle default actor and back inline, as on the
-        //     stock pool: 4 tasks making 1,000 calls between them are not 1,000 loop jobs (issue
-        //     #35 item 4; run as a task executor, each call that found the actor taken was a job).
+        //     stock pool: a task making 1,000 calls makes no 1,000 loop jobs (issue #35 item 4;
+        //     run as a task executor, every call was a job). Several tasks contending for one
+        //     actor (on two loops, since loops steal) get every call answered.
         let laneLoops = LoopGroupExecutor.standard.group.threads.map(\.loop)
         func groupJobs() -> Int { laneLoops.reduce(0) { $0 + ($1.metrics.callouts[.job]?.count ?? 0) } }
         for loop in laneLoops { loop.startRecordingMetrics() }
         await Task.detached {}.value  // a job on a lane, so that recording has begun there
         let jobsBefore = groupJobs()
-        let inlineCalls = await Task.detached { () -> Int in
+        let soloCalls = await Task.detached { () -> Int in
+            let counter = PlainCounter()
+            var last = 0
+            for _ in 0..<1_000 { last = await counter.next() }
+            return last
+        }.value
+        let callJobs = groupJobs() - jobsBefore
+        for loop in laneLoops { loop.stopRecordingMetrics() }
+        check("default executor: a task made 1,000 calls into a default actor (\(soloCalls))", soloCalls == 1_000)
+        check("default executor: … inline, not as loop jobs (\(callJobs) jobs for 1,000 calls)", callJobs < 100)
+        let contendedCalls = await Task.detached { () -> Int in
             let counter = PlainCounter()
             return await withTaskGroup(of: Int.self) { group in
                 for _ in 0..<4 {
@@ -195,11 +211,37 @@
                 return await group.reduce(0, max)
             }
         }.value
-        let callJobs = groupJobs() - jobsBefore
-        for loop in laneLoops { loop.stopRecordingMetrics() }
-        check(
-            "default executor: 4 tasks made 1,000 calls into one default actor (\(inlineCalls))", inlineCalls == 1_000)
-        check("default executor: … inline, not as loop jobs (\(callJobs) jobs for 1,000 calls)", callJobs < 100)
+        check("default executor: 4 tasks made 1,000 calls into one default actor (\(contendedCalls))", contendedCalls == 1_000)
+
+        // 5c. Loops steal: two children of one group that each wait until the other has started
+        //     run at once, on two loops, although both were queued on their parent's loop.
+        if laneLoops.count >= 2 {
+            let (together, threads) = await Task.detached { () -> (Bool, Set<Int>) in
+                let starts = StartCount()
+                return await withTaskGroup(of: (Bool, Int).self) { group in
+                    for _ in 0..<2 {
+                        group.addTask {
+                            starts.value.add(1, ordering: .sequentiallyConsistent)
+                            let lane = laneLoops.firstIndex { $0.isCurrentThread } ?? -1
+                            // CPU-bound on purpose: this job does not leave its loop until the
+                            // other child runs somewhere else (10 s at most).
+                            let deadline = ContinuousClock.now + .seconds(10)
+                            while starts.value.load(ordering: .sequentiallyConsistent) < 2 && ContinuousClock.now < deadline {}
+                            return (starts.value.load(ordering: .sequentiallyConsistent) == 2, lane)
+                        }
+                    }
+                    var together = true
+                    var threads = Set<Int>()
+                    for await (sawOther, lane) in group {
+                        together = together && sawOther
+                        threads.insert(lane)
+                    }
+                    return (together, threads)
+                }
+            }.value
+            check("default executor: a loop takes a child waiting behind a long job on another loop", together)
+            check("default executor: … so the two ran on two of the group's loops (\(threads.sorted()))", threads.count == 2 && !threads.contains(-1))
+        }
 
         // 6. Task.sleep in a task without a preference lands on the default executor's timers.
         let (sleptOnLoop, sawTimer) = try await Task.detached { try await sleepOnTheDefaultExecutor() }.value

@@ -13,16 +13,21 @@
     /// actor or executor of its own — `Task { }` outside an actor, `Task.detached`, task-group
     /// children, nonisolated async code — on loop threads, and their `Task.sleep`s on loop timers.
     ///
-    /// A job enqueued on one of the group's threads stays on that thread's loop while fewer than 16
-    /// jobs wait there, as in an event loop group: a task and the tasks it talks to keep to one
-    /// thread, with no wake-up of another. Beyond that — a burst of new tasks, a task group's
-    /// children — jobs spill to the next loop, and jobs from any other thread (the main thread, a
-    /// `LoopThread` of your own, a pinned actor's loop) go to the group's loops round-robin. There
-    /// is no work stealing: a job stays on the loop it was queued on, so a long CPU-bound job holds
-    /// up the jobs queued behind it there. A job from outside the group prefers a loop that is not
-    /// blocked in the kernel: a group loop that runs out of jobs spins for up to 50 µs before it
-    /// blocks, so an answer that comes back quickly — from an actor
-    /// pinned to a `LoopThread`, say — finds its loop still running, not asleep. Jobs run in each loop's common modes (a `LoopThread` runs its default mode), in
+    /// A job enqueued on one of the group's threads goes to that thread's loop, as in an event
+    /// loop group: a task and the tasks it talks to keep to one thread, with no wake-up of
+    /// another, and a burst of new tasks — a task group's children — waits there in the order it
+    /// came. Loops share that work by stealing the oldest: a loop that runs out of jobs spins for
+    /// up to 50 µs before it blocks, and while it spins it takes half of the waiting jobs (the
+    /// oldest, at most 64) of a loop that has jobs waiting and has started none for 20 µs — one
+    /// busy with a long job. A loop that queues a second job for itself while another loop of the
+    /// group is blocked in the kernel wakes that loop, so that it can take some. So a long
+    /// CPU-bound job holds up no one for more than about 20 µs while another loop is free, and
+    /// children of one group finish in about the order they were created (the runtime's task-group
+    /// bookkeeping is cheapest that way). A job from any other thread (the main thread, a
+    /// `LoopThread` of your own, a pinned actor's loop) goes to a loop that is not blocked in the
+    /// kernel and has fewer than 16 jobs waiting, round-robin, so an answer that comes back
+    /// quickly — from an actor pinned to a `LoopThread`, say — finds its loop still running, not
+    /// asleep. Jobs run in each loop's common modes (a `LoopThread` runs its default mode), in
     /// the order they came: job priorities are not used. A delayed job (`Task.sleep`) waits in a
     /// timer of the same loop its job would go to; cancellation and the loop's end are handled as
     /// on a `LoopExecutor` (see its `enqueue(_:at:tolerance:clock:)`).
@@ -46,7 +51,61 @@
             nonisolated(unsafe) var delayedJobs: DelayedJobs!
             /// Spins before the loop blocks (see `spinBeforeWaiting`) and tracks `load.blocked`.
             nonisolated(unsafe) var spinner: LoopObserver!
+            /// The spinner's record of the other lanes: each one's `load.ran` when last seen to
+            /// change, and when. Touched only by the spinner, on this lane's loop thread.
+            nonisolated(unsafe) var seenRan: [Int] = []
+            nonisolated(unsafe) var seenAt: [ContinuousClock.Instant] = []
             init(loop: Loop) { self.loop = loop }
+        }
+
+        /// Every lane, for the spinners that take work from the others. Immutable.
+        fileprivate final class LaneDirectory: Sendable {
+            let lanes: [Lane]
+            init(_ lanes: [Lane]) { self.lanes = lanes }
+
+            /// Starts `thief`'s watch of the other lanes' progress. On `thief`'s loop thread.
+            func beginWatch(by thief: Lane, at now: ContinuousClock.Instant) {
+                if thief.seenRan.count != lanes.count {
+                    thief.seenRan = Array(repeating: 0, count: lanes.count)
+                    thief.seenAt = Array(repeating: now, count: lanes.count)
+                }
+                for index in lanes.indices {
+                    thief.seenRan[index] = lanes[index].load.ran.load(ordering: .relaxed)
+                    thief.seenAt[index] = now
+                }
+            }
+
+            /// Moves to `thief`'s queue the oldest jobs of a lane that has jobs waiting and has not
+            /// started one for `stuckAfter` (it runs a long job: its waiting jobs would wait for it);
+            /// true if any moved. On `thief`'s loop thread, after `beginWatch`.
+            func stealFromStuck(into thief: Lane, at now: ContinuousClock.Instant) -> Bool {
+                var victim: Lane?
+                var most = 0
+                for index in lanes.indices where lanes[index] !== thief {
+                    let load = lanes[index].load
+                    let ran = load.ran.load(ordering: .relaxed)
+                    if ran != thief.seenRan[index] {
+                        thief.seenRan[index] = ran
+                        thief.seenAt[index] = now
+                        continue
+                    }
+                    guard now - thief.seenAt[index] >= LoopGroupExecutor.stuckAfter else { continue }
+                    let depth = load.depth.load(ordering: .relaxed)
+                    if depth > most {
+                        victim = lanes[index]
+                        most = depth
+                    }
+                }
+                guard let victim else { return false }
+                let wanted = min(LoopGroupExecutor.stealLimit, max(1, most / 2))
+                // The thief's count first: the moved jobs run on its loop (after this callout) and
+                // count themselves down there.
+                thief.load.depth.add(wanted, ordering: .relaxed)
+                let moved = victim.queue.moveOldest(upTo: wanted, to: thief.queue)
+                thief.load.depth.subtract(wanted - moved, ordering: .relaxed)
+                victim.load.depth.subtract(moved, ordering: .relaxed)
+                return moved > 0
+            }
         }
 
         /// How busy a lane's loop is: shared by the lane, its job runner and its spinner, which
@@ -59,6 +118,9 @@
             /// The loop is blocked in the kernel (or about to be): a job sent here from outside the
             /// group would have to wake its thread. Written by the loop's spinner.
             let blocked = Atomic<Bool>(false)
+            /// Jobs started: the runner adds one per job. A lane whose count stays put while jobs
+            /// wait there is running a long job; the others' spinners take its waiting jobs.
+            let ran = Atomic<Int>(0)
         }
 
         /// How long a group loop that runs out of jobs keeps looking for the next one before it
@@ -68,10 +130,21 @@
         /// (tens of microseconds here). Costs at most this much CPU each time a loop goes idle.
         static let spinBeforeWaiting: Duration = .microseconds(50)
 
-        /// A job enqueued on a group thread stays on its loop while fewer than this many jobs wait
-        /// there; beyond, it spills to the next loop, so that a burst of new tasks (a task group's
-        /// children) spreads over the group while a conversation between tasks stays on one thread.
+        /// A job from outside the group prefers a loop that is not blocked and has fewer than this
+        /// many jobs waiting.
         static let localQueueLimit = 16
+
+        /// A loop that queues a job for itself while one waits there already wakes one of the group's
+        /// loops that is blocked in the kernel, whose spin then watches whether the busy loop keeps
+        /// starting jobs.
+        static let stealThreshold = 2
+        /// A loop that has jobs waiting and has started none for this long is running a long job:
+        /// a spinning loop of the group takes half of its waiting jobs (the oldest, at most
+        /// `stealLimit`). Short enough that a burst of new tasks — a task group's children, queued
+        /// by their parent — spreads over the group; long enough that tasks that talk to each other
+        /// (jobs that run in a few microseconds) stay on one thread.
+        static let stuckAfter: Duration = .microseconds(20)
+        static let stealLimit = 64
 
         /// The threads whose loops run the jobs.
         public let group: LoopThreadGroup
@@ -87,18 +160,33 @@
             lanes = group.threads.map { thread in
                 let lane = Lane(loop: thread.loop)
                 let load = lane.load
-                // `self` unowned(unsafe) (no retain per job): a queue keeps its executor alive
-                // while it has jobs (`keeping:`), so the executor outlives every job it runs.
                 // Jobs run as the stock global executor runs them: on the generic serial executor
                 // with the task's own preference (see `genericSerialExecutor`). The queue keeps its
                 // executor alive while it has jobs (`keeping:`), so nothing here needs `self`.
-                lane.queue = LoopJobQueue(loop: lane.loop, modes: [.common], label: "default executor") { job in
+                // Stealable: a loop that runs out of jobs takes the oldest waiting on a busier one.
+                lane.queue = LoopJobQueue(
+                    loop: lane.loop, modes: [.common], label: "default executor", stealable: true
+                ) { job in
                     load.depth.subtract(1, ordering: .relaxed)
+                    load.ran.add(1, ordering: .relaxed)
                     job.runSynchronously(on: genericSerialExecutor)
                 }
+                // Unowned(unsafe) like the runner: a delayed job keeps the executor alive until it
+                // fires or is dropped (`keeping:` in `schedule`), and the executor holds its lanes.
+                lane.delayedJobs = DelayedJobs(loop: lane.loop, modes: [.common]) {
+                    [unowned(unsafe) self, unowned(unsafe) lane] job in
+                    load.depth.add(1, ordering: .relaxed)
+                    lane.queue.enqueue(job, keeping: self)
+                }
+                return lane
+            }
+            let directory = LaneDirectory(lanes)
+            for lane in lanes {
                 // Strong captures only: `deinit` invalidates the spinner, and the callout gate makes
                 // that wait for a spin under way on the loop's thread; nothing it uses is freed
-                // under it either way. (The loop → observer → loop cycle ends at that invalidation.)
+                // under it either way. (The lanes → spinner → directory → lanes cycle ends at that
+                // invalidation, which releases the spinner's closure.)
+                let load = lane.load
                 let loop = lane.loop
                 lane.spinner = LoopObserver(
                     activities: [.beforeWaiting, .afterWaiting], label: "default executor spin"
@@ -108,22 +196,25 @@
                         return
                     }
                     // Never past the loop's next timer: the spin must not make a timer late.
-                    var deadline = ContinuousClock.now + Self.spinBeforeWaiting
+                    var now = ContinuousClock.now
+                    var deadline = now + Self.spinBeforeWaiting
                     if let mode = loop.currentMode, let next = loop.nextFireDate(in: mode), next < deadline {
                         deadline = next
                     }
-                    while load.depth.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline {}
-                    if load.depth.load(ordering: .relaxed) == 0 { load.blocked.store(true, ordering: .relaxed) }
+                    directory.beginWatch(by: lane, at: now)
+                    var rounds = 0
+                    while load.depth.load(ordering: .relaxed) == 0 && now < deadline {
+                        rounds &+= 1
+                        now = ContinuousClock.now
+                        if rounds & 15 == 0 && directory.stealFromStuck(into: lane, at: now) { return }
+                    }
+                    // Blocked: a busy lane that queues a second job after this sees the flag and
+                    // wakes this loop, whose next spin watches it again.
+                    if load.depth.load(ordering: .relaxed) == 0 {
+                        load.blocked.store(true, ordering: .sequentiallyConsistent)
+                    }
                 }
                 lane.loop.add(lane.spinner, forMode: .common)
-                // Unowned(unsafe) like the runner: a delayed job keeps the executor alive until it
-                // fires or is dropped (`keeping:` in `schedule`), and the executor holds its lanes.
-                lane.delayedJobs = DelayedJobs(loop: lane.loop, modes: [.common]) {
-                    [unowned(unsafe) self, unowned(unsafe) lane] job in
-                    load.depth.add(1, ordering: .relaxed)
-                    lane.queue.enqueue(job, keeping: self)
-                }
-                return lane
             }
         }
 
@@ -158,10 +249,26 @@
             for lane in lanes {
                 if let keepAlive = lane.delayedJobs.noteEnqueue(job) { returning = (lane.delayedJobs, keepAlive) }
             }
-            let lane = enqueueLane()
-            lane.load.depth.add(1, ordering: .relaxed)
+            let (lane, isLocal) = enqueueLane()
+            let depth = lane.load.depth.add(1, ordering: .sequentiallyConsistent).newValue
             lane.queue.enqueue(job, keeping: self)
+            // A second job waiting on a busy lane: a loop blocked in the kernel could take one.
+            if isLocal && depth >= Self.stealThreshold { wakeBlockedLane(sparing: lane) }
             if let returning { returning.jobs.sleeperArrived(returning.keepAlive) }
+        }
+
+        /// Wakes one loop of the group that is blocked in the kernel, other than `busy`'s, so that
+        /// it takes some of the jobs waiting there (its spinner steals them).
+        private func wakeBlockedLane(sparing busy: Lane) {
+            for lane in lanes where lane !== busy {
+                // One wake-up per blocked loop: whoever clears the flag sends it.
+                if lane.load.blocked.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent)
+                    .exchanged
+                {
+                    lane.loop.wakeUp()
+                    return
+                }
+            }
         }
 
         /// This executor as an unowned task executor.
@@ -188,24 +295,25 @@
             return nil
         }
 
-        /// Where a job goes: the calling thread's loop if it is one of the group's and fewer than
-        /// `localQueueLimit` jobs wait there (no wake-up of another thread, warm caches); else
-        /// the next loop that is not blocked in the kernel and has fewer than that many jobs (a
-        /// running or spinning loop takes the job without a wake-up); else the next loop, so that
-        /// a burst spreads over the group.
+        /// Where a job goes, and whether that is the calling thread's loop: the calling thread's
+        /// loop if it is one of the group's (no wake-up of another thread, warm caches, and the
+        /// jobs of a burst — a task group's children — in one queue in the order they came, from
+        /// which idle loops take the oldest); else the next loop that is not blocked in the kernel
+        /// and has fewer than `localQueueLimit` jobs (a running or spinning loop takes the job
+        /// without a wake-up); else the next loop.
         @inline(__always)
-        private func enqueueLane() -> Lane {
-            if let lane = currentLane(), lane.load.depth.load(ordering: .relaxed) < Self.localQueueLimit { return lane }
+        private func enqueueLane() -> (Lane, isLocal: Bool) {
+            if let lane = currentLane() { return (lane, true) }
             let start = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
             for offset in 0..<lanes.count {
                 let lane = lanes[Int(UInt(bitPattern: start &+ offset) % UInt(lanes.count))]
                 let load = lane.load
                 if !load.blocked.load(ordering: .relaxed) && load.depth.load(ordering: .relaxed) < Self.localQueueLimit
                 {
-                    return lane
+                    return (lane, false)
                 }
             }
-            return lanes[Int(UInt(bitPattern: start) % UInt(lanes.count))]
+            return (lanes[Int(UInt(bitPattern: start) % UInt(lanes.count))], false)
         }
 
         /// The executor `LoopExecutorFactory` installs as the default executor: a group of one loop
