@@ -211,7 +211,9 @@
                 return await group.reduce(0, max)
             }
         }.value
-        check("default executor: 4 tasks made 1,000 calls into one default actor (\(contendedCalls))", contendedCalls == 1_000)
+        check(
+            "default executor: 4 tasks made 1,000 calls into one default actor (\(contendedCalls))",
+            contendedCalls == 1_000)
 
         // 5c. Loops steal: two children of one group that each wait until the other has started
         //     run at once, on two loops, although both were queued on their parent's loop.
@@ -226,7 +228,9 @@
                             // CPU-bound on purpose: this job does not leave its loop until the
                             // other child runs somewhere else (10 s at most).
                             let deadline = ContinuousClock.now + .seconds(10)
-                            while starts.value.load(ordering: .sequentiallyConsistent) < 2 && ContinuousClock.now < deadline {}
+                            while starts.value.load(ordering: .sequentiallyConsistent) < 2
+                                && ContinuousClock.now < deadline
+                            {}
                             return (starts.value.load(ordering: .sequentiallyConsistent) == 2, lane)
                         }
                     }
@@ -240,7 +244,9 @@
                 }
             }.value
             check("default executor: a loop takes a child waiting behind a long job on another loop", together)
-            check("default executor: … so the two ran on two of the group's loops (\(threads.sorted()))", threads.count == 2 && !threads.contains(-1))
+            check(
+                "default executor: … so the two ran on two of the group's loops (\(threads.sorted()))",
+                threads.count == 2 && !threads.contains(-1))
         }
 
         // 6. Task.sleep in a task without a preference lands on the default executor's timers.

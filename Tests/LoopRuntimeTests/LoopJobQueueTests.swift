@@ -108,8 +108,12 @@ struct LoopJobQueueTests {
     private func stealablePair(_ trace: Trace) -> (Loop, LoopJobQueue, Loop, LoopJobQueue) {
         let (first, _) = makeManualLoop()
         let (second, _) = makeManualLoop()
-        let a = LoopJobQueue(loop: first, modes: [.common], stealable: true) { job in trace.append("A\(self.number(job))") }
-        let b = LoopJobQueue(loop: second, modes: [.common], stealable: true) { job in trace.append("B\(self.number(job))") }
+        let a = LoopJobQueue(loop: first, modes: [.common], stealable: true) { job in
+            trace.append("A\(self.number(job))")
+        }
+        let b = LoopJobQueue(loop: second, modes: [.common], stealable: true) { job in
+            trace.append("B\(self.number(job))")
+        }
         return (first, a, second, b)
     }
 
