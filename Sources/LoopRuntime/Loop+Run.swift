@@ -8,6 +8,8 @@ struct RunContext {
     let returnAfterSourceHandled: Bool
     /// Index of this call's record in `state.runCalls`.
     let depth: Int
+    /// The instruments recorded the call's start (they record its end too).
+    let isRecorded: Bool
 }
 
 extension Loop {
@@ -93,6 +95,33 @@ extension Loop {
         -> RunResult
     {
         preconditionOnLoopThread("run(_:)")
+        if loopThread.hostedOutsideDispatch { Self.runWhileHosted(self) }
+        guard
+            let run = beginRunCall(
+                mode, now: now, deadline: deadline, zeroTimeout: zeroTimeout,
+                returnAfterSourceHandled: returnAfterSourceHandled)
+        else { return .finished }
+        // SPEC R16: a stop requested by an entry observer ends the run before the first pass.
+        var result: RunResult? = consumeStopRequest(run) ? .stopped : nil
+        while result == nil {
+            let recordsPass = isInstrumented
+            if recordsPass { instrumentPassBegan(run) }
+            result = runPass(run)
+            if recordsPass { instrumentPassEnded(run) }
+            loopThread.timePassed()  // each pass reads the clock again, at most once
+        }
+        endRunCall(run)
+        return result.unsafelyUnwrapped
+    }
+
+    /// The start of a run call, up to and including the entry observers (SPEC R10, R17, M4);
+    /// `nil` if the mode is missing or empty (the call returns ``RunResult/finished`` at once).
+    /// Shared by ``runCall(_:now:deadline:zeroTimeout:returnAfterSourceHandled:)`` and a hosted
+    /// loop (``HostedLoop``).
+    @inline(__always)
+    func beginRunCall(_ mode: Mode, now: Int64?, deadline: Int64, zeroTimeout: Bool, returnAfterSourceHandled: Bool)
+        -> RunContext?
+    {
         loopThread.hasRun = true
         if isMain { installMainQueueSourceIfNeeded(runningIn: mode) }
         var dropped: [TimerHeap.Entry]?
@@ -117,37 +146,49 @@ extension Loop {
             }
             return RunContext(
                 mode: modeState, deadline: deadline, zeroTimeout: zeroTimeout,
-                returnAfterSourceHandled: returnAfterSourceHandled, depth: state.pushRunCall(modeState))
+                returnAfterSourceHandled: returnAfterSourceHandled, depth: state.pushRunCall(modeState),
+                isRecorded: isInstrumented)
         }
         guard let run = entered else {
             if var dropped { releaseDropped(&dropped) }
-            return .finished
+            return nil
         }
         if let now { loopThread.setNow(now) } else { loopThread.timePassed() }
-
-        let recordsRun = isInstrumented
-        if recordsRun { instrumentRunBegan(run) }
+        if run.isRecorded { instrumentRunBegan(run) }
         notifyObservers(.entry, of: run)  // SPEC R17
-        // SPEC R16: a stop requested by an entry observer ends the run before the first pass.
-        var result: RunResult? = consumeStopRequest(run) ? .stopped : nil
-        while result == nil {
-            let recordsPass = isInstrumented
-            if recordsPass { instrumentPassBegan(run) }
-            result = runPass(run)
-            if recordsPass { instrumentPassEnded(run) }
-            loopThread.timePassed()  // each pass reads the clock again, at most once
-        }
+        return run
+    }
+
+    /// The end of a run call: the exit observers (SPEC R17), then the call's record goes.
+    @inline(__always)
+    func endRunCall(_ run: RunContext) {
         notifyObservers(.exit, of: run)  // SPEC R17
-        if recordsRun || isInstrumented { instrumentRunEnded(run) }
+        if run.isRecorded || isInstrumented { instrumentRunEnded(run) }
         dropStaleObserverSnapshots()  // an observer removed meanwhile is let go of by now
         // With the entries dropped since the last pass's timer step (by its callouts, say): the
         // loop may not run again for a long time.
         withLockReleasingDroppedTimers { state.popRunCall() }
-        return result.unsafelyUnwrapped
     }
 
     /// One pass, exactly as SPEC R19 lists it. Returns the run's result, or `nil` for another pass.
+    @inline(__always)
     private func runPass(_ run: RunContext) -> RunResult? {
+        let head = passUntilWait(run)
+        waitForWork(run, poll: head.poll)  // 8
+        return passAfterWait(run, head)
+    }
+
+    /// What steps 1–7 of a pass decided, for the steps after the wait.
+    struct PassHead {
+        /// A source or an executor job was performed (steps 4–5).
+        var handled: Bool
+        /// The wait of step 8 must not block (step 6).
+        var poll: Bool
+    }
+
+    /// Steps 1–7 of a pass (SPEC R19): up to the wait.
+    @inline(__always)
+    func passUntilWait(_ run: RunContext) -> PassHead {
         notifyObservers(.beforeTimers, of: run)  // 1
         notifyObservers(.beforeSources, of: run)  // 2
         runBlocks(run)  // 3
@@ -156,10 +197,16 @@ extension Loop {
         if handled { runBlocks(run) }  // 5
         let poll = handled || run.zeroTimeout || hasBlocks(for: run.mode)  // 6
         if !poll { notifyObservers(.beforeWaiting, of: run) }  // 7
-        waitForWork(run, poll: poll)  // 8
-        if !poll { notifyObservers(.afterWaiting, of: run) }  // 9
+        return PassHead(handled: handled, poll: poll)
+    }
+
+    /// Steps 9–12 of a pass (SPEC R19): after the wait. Returns the run's result, or `nil` for
+    /// another pass.
+    @inline(__always)
+    func passAfterWait(_ run: RunContext, _ head: PassHead) -> RunResult? {
+        if !head.poll { notifyObservers(.afterWaiting, of: run) }  // 9
         fireDueTimers(run)  // 10: timers, then ready descriptor sources (SPEC M3)
-        handled = performReadyDescriptorSources(run) || handled
+        let handled = performReadyDescriptorSources(run) || head.handled
         runBlocks(run)  // 11
         return endOfPass(run, handled: handled)  // 12
     }
@@ -179,13 +226,20 @@ extension Loop {
         }
     }
 
+    /// Why running a hosted loop from its host traps.
+    private static func runWhileHosted(_ loop: Loop) -> Never {
+        preconditionFailure(
+            "Loop.run(_:) was called on the \(loop) while a host runs it (see HostedLoop) and it waits in the host: two drivers cannot run one loop. From a callout of the loop (inside HostedLoop.dispatch()) a nested run is fine; from the host's own callbacks, hand the work to the loop with perform(inModes:_:) instead, or end the hosting first."
+        )
+    }
+
     /// Why running `.common` traps (SPEC R9, M5).
     private static func runningCommonMessage(_ loop: Loop) -> String {
         "Loop.run(_:) was asked to run .common on the \(loop): .common names the set of common modes and cannot be run (SPEC R9, M5). Run a concrete mode such as .default."
     }
 
     /// Takes this run call's stop request, if any (SPEC R66: the request is consumed).
-    private func consumeStopRequest(_ run: RunContext) -> Bool {
+    func consumeStopRequest(_ run: RunContext) -> Bool {
         guard state.mayHaveStopRequest else { return false }  // no lock when nobody asked
         return lock.withLock { state.takeStopRequest(at: run.depth) }
     }

@@ -59,7 +59,7 @@ extension Loop {
         dropStaleObserverSnapshots()  // not kept through a long sleep
         // Nor are the stale timer entries the wait's deadline pruned. Their release may run user
         // code (a deinit), which may notify the loop: then `fallAsleep` keeps it awake.
-        guard withLockReleasingDroppedTimers({ enterSleep(run) }) else {
+        guard withLockReleasingDroppedTimers({ enterSleep(run) }) != nil else {
             consumeNotification()
             if run.mode.mayHaveDescriptorSources { pollDescriptors(run) }
             return
@@ -115,16 +115,17 @@ extension Loop {
     /// Decides to block and prepares for it: executor queues that can run in the mode are told the
     /// loop is about to sleep before they are checked (see LoopJobQueue), paused descriptor sources
     /// of the mode are watched again, the waiter is armed, and the sleeping mode is recorded so that
-    /// other threads can re-arm the wait (SPEC R41, M7). Lock held; false if the loop must not block.
-    private func enterSleep(_ run: RunContext) -> Bool {
+    /// other threads can re-arm the wait (SPEC R41, M7). Lock held. Returns the armed deadline, or
+    /// `nil` if the loop must not block.
+    private func enterSleep(_ run: RunContext) -> Int64? {
         guard let deadline = blockingDeadline(run, now: loopThread.now(waiter)),
             !announceSleep(in: run.mode)
-        else { return false }
+        else { return nil }
         resumeWatching(in: run.mode)
         waiter.arm(deadline)
         state.sleepingMode = run.mode
         state.sleepingRunDeadline = run.deadline
-        return true
+        return deadline
     }
 
     /// The wait, with the sleep-state protocol: blocks until notified, the deadline, or a ready
@@ -179,6 +180,67 @@ extension Loop {
             }
         }
         return true
+    }
+
+    // MARK: The wait of a hosted loop (HostedLoop.swift)
+
+    /// Step 8 of a hosted pass, the half before the host's wait: decides to block and falls
+    /// asleep as `blockOrPoll` does, but returns instead of blocking — the host waits, on
+    /// ``HostedLoop/descriptor``. False if the loop must not block (then the descriptors were
+    /// looked at, as in a pass that polls). No spin: the host owns the thread.
+    func hostedEnterWait(_ run: RunContext) -> Bool {
+        consumeNotification()  // as in `waitForWork`: work it announced is seen by the check
+        dropStaleObserverSnapshots()
+        guard withLockReleasingDroppedTimers({ enterSleep(run) }) != nil else {
+            consumeNotification()
+            if run.mode.mayHaveDescriptorSources { pollDescriptors(run) }
+            return false
+        }
+        guard fallAsleep() else {
+            // Notified since the check: a hand-off, as in `sleep`; the wait ends before it began.
+            _ = lock.withLock { leaveSleep(run) }
+            return false
+        }
+        blockedInWait.store(true, ordering: .releasing)
+        return true
+    }
+
+    /// The deadline the hosted loop's wait has now (loop time): the one armed, which another
+    /// thread moves when it adds an earlier timer (SPEC R41); `nil` if it has passed.
+    func hostedWaitDeadline() -> Int64? {
+        let armed = waiter.armedDeadline()
+        return armed == Int64.min || armed <= loopThread.now(waiter) ? nil : armed
+    }
+
+    /// Step 8 of a hosted pass, the half after the host's wait: looks at what woke the loop
+    /// without blocking. Returns what ended the wait (a notification, a ready descriptor of the
+    /// mode, the deadline; a hand-off when `force`d), or `nil` for a stale wake-up (SPEC M4) or
+    /// one of another mode's descriptors, after which the loop is asleep again and the host goes
+    /// on waiting.
+    func hostedLeaveWait(_ run: RunContext, force: Bool) -> MetricsStorage.WakeCause? {
+        var cause: MetricsStorage.WakeCause? = force ? .handOff : nil
+        withWaitEvents { events in
+            waiter.wait(blocking: false, into: &events)
+            let previous = sleepState.exchange(Loop.awake, ordering: .sequentiallyConsistent)
+            let descriptorReady =
+                !events.ready.isEmpty && lock.withLock { absorbReadiness(events.ready, in: run.mode) }
+            loopThread.timePassed()
+            if previous == Loop.notified {
+                cause = .handOff
+            } else if descriptorReady {
+                cause = .descriptor
+            } else if events.deadlineExpired || hostedWaitDeadline() == nil {
+                cause = .timer  // a hosted run has no deadline of its own
+            }
+        }
+        // Stale: back to sleep, unless a notification came meanwhile.
+        if cause == nil {
+            if fallAsleep() { return nil }
+            cause = .handOff
+        }
+        blockedInWait.store(false, ordering: .releasing)
+        let wokenUp = lock.withLock { leaveSleep(run) }
+        return wokenUp ? .wakeUp : cause
     }
 
     /// `awake → sleeping`; false if someone notified the loop since it last looked (then it stays

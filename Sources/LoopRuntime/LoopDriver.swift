@@ -79,50 +79,66 @@ public final class LoopDriver: Sendable {
     /// - Important: Call on the loop's thread.
     public func run() {
         loop.preconditionOnLoopThread("LoopDriver.run()")
+        beginDrive()
+        defer { endDrive() }
+        while let mode = nextRunMode() { loop.run(mode) }
+    }
+
+    /// The start of a drive, on the loop's thread: ``run()``, or a host's (``HostedLoop``).
+    func beginDrive() {
         // A stop requested before `run()` even started counts: it returns at once.
         state.withLock {
             $0.isDriving = true
             $0.driveEnded = false
         }
         loop.registerDriver(self)
-        defer {
-            loop.unregisterDriver(self)
-            // Nobody will enter a mode for the waiting switches any more: release them. And the
-            // driver's items leave the loop, so that later runs of it behave as without a driver.
-            let (abandoned, visited): ([@Sendable (SwitchOutcome) -> Void], Set<Loop.Mode>) = state.withLock {
-                state in
-                state.isDriving = false
-                state.driveEnded = true
-                state.stopRequested = false  // the driver can be run again
-                let callbacks = state.entered.map(\.callback)
-                state.entered.removeAll()
-                defer { state.keptAlive.removeAll() }
-                return (callbacks, state.keptAlive)
-            }
-            for mode in visited {
-                loop.remove(keepAlive, forMode: mode)
-                loop.remove(guardian, forMode: mode)
-            }
-            for callback in abandoned { callback(.driveEnded) }
-        }
-        while true {
-            let (mode, stop, mustKeepAlive) = state.withLock { state in
-                (state.mode, state.stopRequested, state.keptAlive.insert(state.mode).inserted)
-            }
-            if stop { return }
-            if mustKeepAlive {
-                // Accepted while the loop drains too: a stop that arrives between the check above
-                // and the run below is caught only by the guardian (a draining loop refuses users'
-                // new items, and a refused guardian once left a shut-down LoopThread asleep).
-                loop.add(keepAlive, forMode: mode, whileDraining: true)
-                loop.add(guardian, forMode: mode, whileDraining: true)
-            }
-            // Report the entry from inside the new run: a block of that mode runs in its first pass.
-            serveEntered(mode)
-            state.withLock { $0.depth = loop.runCallDepth + 1 }
-            loop.run(mode)
-        }
     }
+
+    /// The mode of the drive's next run call, which the caller makes at once; `nil` once the
+    /// drive is stopped.
+    func nextRunMode() -> Loop.Mode? {
+        let (mode, stop, mustKeepAlive) = state.withLock { state in
+            (state.mode, state.stopRequested, state.keptAlive.insert(state.mode).inserted)
+        }
+        if stop { return nil }
+        if mustKeepAlive {
+            // Accepted while the loop drains too: a stop that arrives between the check above
+            // and the run below is caught only by the guardian (a draining loop refuses users'
+            // new items, and a refused guardian once left a shut-down LoopThread asleep).
+            loop.add(keepAlive, forMode: mode, whileDraining: true)
+            loop.add(guardian, forMode: mode, whileDraining: true)
+        }
+        // Report the entry from inside the new run: a block of that mode runs in its first pass.
+        serveEntered(mode)
+        state.withLock { $0.depth = loop.runCallDepth + 1 }
+        return mode
+    }
+
+    /// The end of a drive: the waiting switches are released, and the driver's items leave the
+    /// loop.
+    func endDrive() {
+        loop.unregisterDriver(self)
+        // Nobody will enter a mode for the waiting switches any more: release them. And the
+        // driver's items leave the loop, so that later runs of it behave as without a driver.
+        let (abandoned, visited): ([@Sendable (SwitchOutcome) -> Void], Set<Loop.Mode>) = state.withLock {
+            state in
+            state.isDriving = false
+            state.driveEnded = true
+            state.stopRequested = false  // the driver can be run again
+            let callbacks = state.entered.map(\.callback)
+            state.entered.removeAll()
+            defer { state.keptAlive.removeAll() }
+            return (callbacks, state.keptAlive)
+        }
+        for mode in visited {
+            loop.remove(keepAlive, forMode: mode)
+            loop.remove(guardian, forMode: mode)
+        }
+        for callback in abandoned { callback(.driveEnded) }
+    }
+
+    /// A stop was requested (``stop()``) and the drive has not ended yet.
+    var isStopRequested: Bool { state.withLock { $0.stopRequested } }
 
     /// Leaves the current mode and re-enters the loop in `mode`; `entered` is called on the loop's
     /// thread from the first pass in the new mode (soon, if the loop already runs it), or when the
@@ -233,7 +249,9 @@ extension Loop {
         lock.withLock {
             precondition(
                 state.driver == nil || state.driver === driver,
-                "LoopDriver.run(): the \(self) is already driven by another LoopDriver.")
+                loopThread.isHosted
+                    ? "LoopDriver.run(): the \(self) is run by a host (HostedLoop): end the hosting before driving it yourself."
+                    : "LoopDriver.run(): the \(self) is already driven by another LoopDriver.")
             state.driver = driver
         }
     }

@@ -108,6 +108,9 @@ struct ExtremeArgumentTests {
     func testLoop() async throws {
         let loop = try TestLoop(stallTimeout: .seconds(Int64.max))
         let sleeper = Task { try await loop.loop.sleep(for: .seconds(Int64.max)) }
+        // The task starts on the pool: its timer is in only once it has reached the sleep (a
+        // run-until-idle before that finds the loop idle, and the count below once read 0).
+        #expect(await eventually { loop.loop.timerCount(in: .common) == 1 })
         try await loop.runUntilIdle()
         try await loop.advance(by: .seconds(1_000_000))
         // The clock saturates at the end of loop time, which is "never": the sleep still waits.

@@ -32,6 +32,11 @@ final class LoopThreadState {
         BatchStack<(entries: UnsafeBufferPointer<TimerHeap.Entry>, mode: Unmanaged<ModeState>)>()
     /// A run call has been made on this loop at least once.
     @exclusivity(unchecked) var hasRun = false
+    /// A host runs the loop (a ``HostedLoop`` that has not ended).
+    @exclusivity(unchecked) var isHosted = false
+    /// A host runs the loop and control is in the host, not in ``HostedLoop/dispatch()``: a run
+    /// call now would run the loop under the host's feet.
+    @exclusivity(unchecked) var hostedOutsideDispatch = false
     /// The wait's result buffer; the wait is never re-entered while it is in use.
     @exclusivity(unchecked) var waitEvents = WaitEvents()
     /// Whether the next wait spins first, and for how long (SpinPolicy.swift).

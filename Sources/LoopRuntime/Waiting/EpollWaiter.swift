@@ -66,6 +66,10 @@ final class EpollWaiter: LoopWaiter, @unchecked Sendable {
 
     func armedDeadline() -> Int64 { armed.current }
 
+    /// The epoll descriptor itself: it is readable when one of the descriptors it watches is —
+    /// the eventfd, the timerfd at the armed deadline, a descriptor source.
+    var hostDescriptor: Int32? { epollFD }
+
     func arm(_ deadline: Int64) {
         // Checked without the lock, which a wake-up from another thread takes (see ArmedDeadline).
         guard armed.needsArming(for: deadline) else { return }

@@ -2,6 +2,7 @@ import Synchronization
 
 extension LoopWaiter {
     func armedDeadline() -> Int64 { .max }
+    var hostDescriptor: Int32? { nil }
 }
 
 /// What one wait observed.
@@ -42,6 +43,10 @@ protocol LoopWaiter: AnyObject, Sendable {
     /// Waits until a wake-up, the armed deadline, or (later) a ready descriptor; does not block
     /// when `blocking` is false. Loop thread only.
     func wait(blocking: Bool, into events: inout WaitEvents)
+
+    /// A descriptor that is readable whenever a blocking ``wait(blocking:into:)`` would return:
+    /// what a host polls for a hosted loop (HostedLoop.swift); `nil` if the waiter has none.
+    var hostDescriptor: Int32? { get }
 
     /// Ends the current or next blocking wait. Safe from any thread; a no-op after ``close()``.
     func wake()
