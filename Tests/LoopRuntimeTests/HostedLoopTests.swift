@@ -129,7 +129,9 @@ struct HostedLoopTests {
             let fired = Atomic<Int>(0)
             let start = ContinuousClock.now
             // Added while the loop waits in the host: the wait's deadline moves (SPEC R41).
-            loop.add(LoopTimer(fireAt: .now + .milliseconds(30)) { _ in fired.store(1, ordering: .relaxed) }, forMode: .default)
+            loop.add(
+                LoopTimer(fireAt: .now + .milliseconds(30)) { _ in fired.store(1, ordering: .relaxed) },
+                forMode: .default)
             if case .untilReadable(let deadline?) = hosted.prepare() {
                 #expect(deadline > start)
             } else {
@@ -224,7 +226,8 @@ struct HostedLoopTests {
             host.iterate()
             loop.perform(inModes: [.default]) {
                 trace.append("modal-begins")
-                loop.add(LoopTimer(fireAt: .now + .milliseconds(20)) { _ in trace.append("modal-timer") }, forMode: modal)
+                loop.add(
+                    LoopTimer(fireAt: .now + .milliseconds(20)) { _ in trace.append("modal-timer") }, forMode: modal)
                 let result = loop.run(modal, for: .seconds(5))
                 trace.append("modal-\(result)")
             }

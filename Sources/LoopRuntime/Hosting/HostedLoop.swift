@@ -323,6 +323,7 @@ public enum LoopHostingError: Error, Sendable, Hashable, CustomStringConvertible
     /// The loop has ended: nothing can run it any more.
     case ended
 
+    /// What went wrong, in a sentence.
     public var description: String {
         switch self {
         case .alreadyHosted: "the loop is already hosted; end that hosting first"
