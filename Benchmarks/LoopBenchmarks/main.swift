@@ -29,6 +29,7 @@ let scenarios: [(name: String, onMainThread: Bool, run: (Scale) -> Void)] = [
     ("timer-schedule", false, TimerThroughput.runSchedule),
     ("lateness", false, TimerLateness.run),
     ("idle", false, Idle.run),
+    ("hosted", false, Hosted.run),
     ("instruments", false, Instruments.run),
     ("main-queue", true, MainQueue.run),
     ("executor-hooks", true, ExecutorHooks.run),

@@ -149,8 +149,10 @@ public final class HostedLoop: @unchecked Sendable {
 
     /// Runs what is due, without blocking: the rest of the current pass (if the loop waited,
     /// from ``Loop/Activity/afterWaiting`` on) and the next pass up to its wait (through
-    /// ``Loop/Activity/beforeWaiting``). A wake-up that turns out stale, or a descriptor of a
-    /// mode the loop does not run, leaves the loop waiting and runs nothing.
+    /// ``Loop/Activity/beforeWaiting``). Passes that do not wait — work keeps coming — follow
+    /// one another, up to 16 in one call, before control goes back to the host (which then gets
+    /// ``Wait/dispatchNow``). A wake-up that turns out stale, or a descriptor of a mode the loop
+    /// does not run, leaves the loop waiting and runs nothing.
     ///
     /// - Important: Call on the loop's thread, from the host — not from inside a callout of the
     ///   loop (that traps: the loop is in the middle of a pass).
@@ -180,8 +182,21 @@ public final class HostedLoop: @unchecked Sendable {
         case .idle, .passStart, .ended:
             break
         }
-        if !endRequested { startPass() }
+        // The next pass, up to its wait. Passes that do not wait follow one another here, up to
+        // a bound: the host's poll for each would cost more than the pass (a poll per 16 is
+        // noise), and the bound gives the thread back to the host's own sources soon enough.
+        var passes = 0
+        while !endRequested {
+            startPass()
+            guard case .polling = phase, passes < Self.passesPerDispatch else { break }
+            passes += 1
+            loop.waitForWork(run.unsafelyUnwrapped, poll: true)  // 8, without blocking
+            finishPass()
+        }
     }
+
+    /// At most this many passes that do not wait are finished in one ``dispatch()``.
+    static let passesPerDispatch = 16
 
     /// Ends the hosting: the loop leaves the host. If the loop waits, it wakes and finishes its
     /// pass as after a ``Loop/stop()``: due timers, ready descriptor sources and queued blocks
