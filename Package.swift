@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "ExitAndReentry", targets: ["ExitAndReentry"]),
         .executable(name: "PassHooks", targets: ["PassHooks"]),
         .executable(name: "ModalRun", targets: ["ModalRun"]),
+        .executable(name: "HostedLoop", targets: ["HostedLoop"]),
         .executable(name: "EchoServer", targets: ["EchoServer"]),
         .executable(name: "ConcurrencyOnLoops", targets: ["ConcurrencyOnLoops"]),
         .executable(name: "LoopBenchmarks", targets: ["LoopBenchmarks"]),
@@ -77,6 +78,7 @@ let package = Package(
             name: "ExitAndReentry", dependencies: ["LoopRuntime"], path: "Examples/ExitAndReentry"),
         .executableTarget(name: "PassHooks", dependencies: ["LoopRuntime"], path: "Examples/PassHooks"),
         .executableTarget(name: "ModalRun", dependencies: ["LoopRuntime"], path: "Examples/ModalRun"),
+        .executableTarget(name: "HostedLoop", dependencies: ["LoopRuntime"], path: "Examples/HostedLoop"),
         // Needs the ExperimentalExecutorHooks trait; without it, it says so and exits.
         .executableTarget(
             name: "ConcurrencyOnLoops", dependencies: ["LoopRuntime", "LoopExecutor"],

@@ -121,9 +121,9 @@ enum Hosted {
         // Idle: a hosted loop with nothing to do keeps its host asleep.
         let seconds = scale.quick ? 0.2 : 3.0
         var wakes = 0
+        let session = try! Loop.current.beginHosting()
+        session.dispatch()  // the run call begins and the loop falls asleep
         let usage = Idle.threadUsage {
-            let session = try! Loop.current.beginHosting()
-            session.dispatch()  // the run call begins and the loop falls asleep
             var fds = [pollfd(fd: session.descriptor, events: Int16(POLLIN), revents: 0)]
             let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
             while ContinuousClock.now < end {
@@ -135,8 +135,8 @@ enum Hosted {
                     session.dispatch()
                 }
             }
-            session.end()
         }
+        session.end()
         Report.add(
             ResultLine(
                 scenario: "hosted", metric: "idle \(seconds) s hosted: loop wake-ups", unit: "wakes",

@@ -40,6 +40,13 @@ struct MainLoopTests {
         #expect(errors.contains("was called from async code"))
     }
 
+    @Test("Loop.runMain while a host runs the main loop traps with a message")
+    func runMainWhileHosted() throws {
+        let (status, errors) = try Self.runChecks("--run-main-while-hosted")
+        #expect(status & 0x7f != 0, "expected a trap, got status \(status)")
+        #expect(errors.contains("is run by a host (HostedLoop)"))
+    }
+
     /// Runs the checks executable `name` with `argument`; returns its wait status and what it wrote to stderr.
     /// Stderr goes to a file, read after the child exited: a pipe would wait for every process
     /// that inherited it (a crash backtracer, say), not for the child.

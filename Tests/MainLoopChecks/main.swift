@@ -36,6 +36,12 @@ case "--run-main-from-a-task":
     Task { @MainActor in _ = try? Loop.runMain { 0 } }
     _ = loop.run(.default, for: .seconds(10))  // the task runs in this run's drain of the main queue
     exit(0)  // not reached
+case "--run-main-while-hosted":
+    // Loop.runMain while a host runs the main loop: two drivers for one loop.
+    let hosted = try! Loop.main.beginHosting()
+    hosted.dispatch()
+    _ = try? Loop.runMain { 0 }
+    exit(0)  // not reached
 default:
     break
 }
@@ -110,6 +116,38 @@ do {
     check("Loop.runMain rethrows what its body threw", false)
 } catch {
     check("Loop.runMain rethrows what its body threw", error is Refusal)
+}
+
+// Issue #32: the main loop hosted by a poll(2) host (as GLib would host it): DispatchQueue.main
+// blocks, @MainActor tasks, Loop.main.sleep and main-loop timers run in the hosted passes.
+do {
+    let hostedTrace = MainTrace()
+    let hosted = try Loop.main.beginHosting()
+    DispatchQueue.global().async { DispatchQueue.main.async { hostedTrace.append("queue") } }
+    Task { @MainActor in
+        hostedTrace.append("actor")
+        try? await Loop.main.sleep(for: .milliseconds(10))
+        hostedTrace.append("slept")
+    }
+    loop.add(LoopTimer(after: .milliseconds(5)) { _ in hostedTrace.append("timer") }, forMode: .default)
+    let deadline = ContinuousClock.now + .seconds(20)
+    var iterations = 0
+    while hostedTrace.all.count < 4 && ContinuousClock.now < deadline {
+        var fds = [pollfd(fd: hosted.descriptor, events: Int16(POLLIN), revents: 0)]
+        let limit = hosted.prepare().timeoutMilliseconds
+        _ = poll(&fds, 1, limit < 0 ? 1000 : min(limit, 1000))
+        hosted.dispatch()
+        iterations += 1
+    }
+    let leftOver = hosted.end()
+    let seen = Set(hostedTrace.all)
+    check("hosted main loop: a DispatchQueue.main block runs", seen.contains("queue"))
+    check("hosted main loop: a @MainActor task runs and sleeps on a main-loop timer", seen.contains("slept"))
+    check("hosted main loop: a main-loop timer fires", seen.contains("timer"))
+    check("hosted main loop: the host slept between the events (\(iterations) iterations)", iterations < 100)
+    check("hosted main loop: nothing was left queued at the end", !leftOver)
+} catch {
+    check("Loop.main.beginHosting() succeeded (\(error))", false)
 }
 
 print(failures == 0 ? "all main-loop checks passed" : "\(failures) main-loop check(s) failed")

@@ -1,0 +1,51 @@
+import Synchronization
+import Testing
+
+@_spi(LoopExecutorSupport) @testable import LoopRuntime
+import LoopExecutor
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Issue #32: the async API on a loop a host runs — sleeps, mode switches, pinned actors.
+@Suite("Hosted loops and async code (issue #32)", .timeLimit(.minutes(3)))
+struct HostedLoopExecutorTests {
+    /// An actor pinned to a loop's thread.
+    actor Pinned: LoopActor {
+        nonisolated let loopExecutor: LoopExecutor
+        init(_ loop: Loop) { loopExecutor = LoopExecutor(loop: loop) }
+        func isOnItsLoop() -> Bool { loopExecutor.loop.isCurrentThread }
+    }
+
+    @Test("A hosted loop serves sleeps, async mode switches and a pinned actor")
+    func asyncOnAHostedLoop() throws {
+        let report = Mutex<[String]>([])
+        let thread = try PlatformThread.spawn(name: "async-host") {
+            let loop = Loop.current
+            let hosted = try! loop.beginHosting()
+            let done = Atomic<Bool>(false)
+            Task {
+                try await loop.sleep(for: .milliseconds(10))
+                report.withLock { $0.append("slept") }
+                let switched = await loop.switchMode(to: "tracking")
+                report.withLock { $0.append("tracking:\(switched && loop.currentMode == "tracking")") }
+                _ = await loop.switchMode(to: .default)
+                let onLoop = await Pinned(loop).isOnItsLoop()
+                report.withLock { $0.append("pinned:\(onLoop)") }
+                done.store(true, ordering: .releasing)
+                loop.wakeUp()
+            }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !done.load(ordering: .acquiring) && ContinuousClock.now < deadline {
+                var fds = [pollfd(fd: hosted.descriptor, events: Int16(POLLIN), revents: 0)]
+                let limit = hosted.prepare().timeoutMilliseconds
+                _ = poll(&fds, 1, limit < 0 ? 1000 : min(limit, 1000))
+                hosted.dispatch()
+            }
+            hosted.end()
+        }
+        thread.join()
+        #expect(report.withLock { $0 } == ["slept", "tracking:true", "pinned:true"])
+    }
+}
