@@ -1,8 +1,8 @@
+import LoopExecutor
 import Synchronization
 import Testing
 
 @_spi(LoopExecutorSupport) @testable import LoopRuntime
-import LoopExecutor
 
 #if canImport(Glibc)
     import Glibc

@@ -5,6 +5,7 @@
 //
 //   swift run GTKCounter                        (needs a display; GSK_RENDERER=cairo without GL)
 //   swift run GTKCounter --self-test            (clicks its own button, checks the label, exits)
+//   swift run GTKCounter --wait-for-click       (the same, but a real click must come: xdotool)
 
 import CGTK
 import Dispatch
@@ -71,7 +72,8 @@ actor Tally: LoopActor {
     }
 }
 
-let selfTest = CommandLine.arguments.contains("--self-test")
+let clicksItself = CommandLine.arguments.contains("--self-test")
+let selfTest = clicksItself || CommandLine.arguments.contains("--wait-for-click")
 let selfTestLinger = Int64(environment("GTKCOUNTER_LINGER_MS") ?? "") ?? 300
 let worker = try LoopThread(name: "tally")
 let tally = Tally(worker)
@@ -97,13 +99,15 @@ let onActivate: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointe
         let box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 12)!
         let label = gtk_label_new("Not clicked yet")!
         let button = gtk_button_new_with_label("Count")!
+        gtk_widget_set_vexpand(button, 1)  // the lower part of the window: easy to click
         gtk_box_append(cast(box), label)
         gtk_box_append(cast(box), button)
         gtk_window_set_child(cast(window), box)
-        g_signal_connect_data(button, "clicked", unsafeBitCast(onClicked, to: GCallback.self), nil, nil, GConnectFlags(0))
+        g_signal_connect_data(
+            button, "clicked", unsafeBitCast(onClicked, to: GCallback.self), nil, nil, GConnectFlags(0))
         Counter.shared = Counter(label: label, button: button, tally: tally)
         gtk_window_present(cast(window))
-        if selfTest {
+        if clicksItself {
             // Click the button the way a user would, once the window is up: from a main-loop timer.
             Loop.main.perform(after: .milliseconds(500), inModes: [.default]) {
                 MainActor.assumeIsolated {
@@ -116,7 +120,8 @@ let onActivate: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointe
     }
 }
 
-g_signal_connect_data(application, "activate", unsafeBitCast(onActivate, to: GCallback.self), nil, nil, GConnectFlags(0))
+g_signal_connect_data(
+    application, "activate", unsafeBitCast(onActivate, to: GCallback.self), nil, nil, GConnectFlags(0))
 let status = g_application_run(application.withMemoryRebound(to: GApplication.self, capacity: 1) { $0 }, 0, nil)
 let leftOver = hosting.remove()
 g_object_unref(application)
@@ -125,7 +130,8 @@ worker.shutdown()
 if selfTest {
     let text = MainActor.assumeIsolated { Counter.shared?.text ?? "" }
     let ok = status == 0 && text == "Clicked 1 time" && !leftOver
-    print(ok ? "self-test passed: the label reads \"\(text)\"" : "self-test FAILED: status \(status), label \"\(text)\"")
+    print(
+        ok ? "self-test passed: the label reads \"\(text)\"" : "self-test FAILED: status \(status), label \"\(text)\"")
     exit(ok ? 0 : 1)
 }
 exit(status)

@@ -93,7 +93,9 @@ public final class LoopHostedGLibContext: @unchecked Sendable {
     }
 
     deinit {
-        precondition(removed, "LoopHostedGLibContext released without remove(): the GLib context is still owned by the loop's thread.")
+        precondition(
+            removed,
+            "LoopHostedGLibContext released without remove(): the GLib context is still owned by the loop's thread.")
     }
 
     /// Stops running the context in the loop: the loop's items go, and the context is released

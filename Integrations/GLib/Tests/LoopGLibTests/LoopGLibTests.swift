@@ -88,9 +88,11 @@ struct GLibHostedLoopTests {
             let hosting = try! GLibHostedLoop(hosting: loop, in: context)
             loop.perform(inModes: [.default]) { events.append("loop block") }
             glibIdle(context) { events.append("glib idle") }
-            loop.add(LoopTimer(fireAt: .now + .milliseconds(20)) { _ in events.append("loop timer 20") }, forMode: .default)
+            loop.add(
+                LoopTimer(fireAt: .now + .milliseconds(20)) { _ in events.append("loop timer 20") }, forMode: .default)
             glibTimeout(context, 50) { events.append("glib timeout 50") }
-            loop.add(LoopTimer(fireAt: .now + .milliseconds(80)) { _ in events.append("loop timer 80") }, forMode: .default)
+            loop.add(
+                LoopTimer(fireAt: .now + .milliseconds(80)) { _ in events.append("loop timer 80") }, forMode: .default)
             #expect(iterate(context) { events.all.count == 5 })
             #expect(!hosting.remove())
         }
@@ -213,7 +215,8 @@ struct LoopHostedGLibContextTests {
                 events.append("glib timeout 40")
                 loop.stop()
             }
-            loop.add(LoopTimer(fireAt: .now + .milliseconds(15)) { _ in events.append("loop timer 15") }, forMode: .default)
+            loop.add(
+                LoopTimer(fireAt: .now + .milliseconds(15)) { _ in events.append("loop timer 15") }, forMode: .default)
             #expect(loop.run(.default, for: .seconds(10)) == .stopped)
             glib.remove()
         }
