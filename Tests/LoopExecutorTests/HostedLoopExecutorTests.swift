@@ -20,24 +20,24 @@ struct HostedLoopExecutorTests {
 
     @Test("A hosted loop serves sleeps, async mode switches and a pinned actor")
     func asyncOnAHostedLoop() throws {
-        let report = Mutex<[String]>([])
+        let report = Trace()
         let thread = try PlatformThread.spawn(name: "async-host") {
             let loop = Loop.current
             let hosted = try! loop.beginHosting()
-            let done = Atomic<Bool>(false)
+            let done = Trace()  // "done" once the task is through
             Task {
                 try await loop.sleep(for: .milliseconds(10))
-                report.withLock { $0.append("slept") }
+                report.append("slept")
                 let switched = await loop.switchMode(to: "tracking")
-                report.withLock { $0.append("tracking:\(switched && loop.currentMode == "tracking")") }
+                report.append("tracking:\(switched && loop.currentMode == "tracking")")
                 _ = await loop.switchMode(to: .default)
                 let onLoop = await Pinned(loop).isOnItsLoop()
-                report.withLock { $0.append("pinned:\(onLoop)") }
-                done.store(true, ordering: .releasing)
+                report.append("pinned:\(onLoop)")
+                done.append("done")
                 loop.wakeUp()
             }
             let deadline = ContinuousClock.now + .seconds(20)
-            while !done.load(ordering: .acquiring) && ContinuousClock.now < deadline {
+            while done.all.isEmpty && ContinuousClock.now < deadline {
                 var fds = [pollfd(fd: hosted.descriptor, events: Int16(POLLIN), revents: 0)]
                 let limit = hosted.prepare().timeoutMilliseconds
                 _ = poll(&fds, 1, limit < 0 ? 1000 : min(limit, 1000))
@@ -46,6 +46,6 @@ struct HostedLoopExecutorTests {
             hosted.end()
         }
         thread.join()
-        #expect(report.withLock { $0 } == ["slept", "tracking:true", "pinned:true"])
+        #expect(report.all == ["slept", "tracking:true", "pinned:true"])
     }
 }
