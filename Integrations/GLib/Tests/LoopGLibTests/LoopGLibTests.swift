@@ -106,7 +106,7 @@ struct GLibHostedLoopTests {
         onGLibThread { context in
             let loop = Loop.current
             let hosting = try! GLibHostedLoop(hosting: loop, in: context)
-            let producer = Thread { loop.perform(inModes: [.default]) { events.append("from elsewhere") } }
+            let producer = TestThread { loop.perform(inModes: [.default]) { events.append("from elsewhere") } }
             #expect(iterate(context) { !events.all.isEmpty })
             producer.join()
             hosting.remove()
@@ -297,7 +297,7 @@ struct LoopHostedGLibContextTests {
             let shared = SharedPointer(context)
             func ownedElsewhere() -> Bool {
                 let acquired = Atomic<Bool>(false)
-                Thread {
+                TestThread {
                     if g_main_context_acquire(shared.pointer) != 0 {
                         g_main_context_release(shared.pointer)
                         acquired.store(true, ordering: .relaxed)
@@ -307,7 +307,7 @@ struct LoopHostedGLibContextTests {
             }
             #expect(!ownedElsewhere())  // the loop's thread owns it
             #expect(throws: LoopHostedGLibContext.HostingError.contextOwnedElsewhere) {
-                let made = try Thread.result { try LoopHostedGLibContext(shared.pointer, loop: .current) }.get()
+                let made = try TestThread.result { try LoopHostedGLibContext(shared.pointer, loop: .current) }.get()
                 made.remove()
             }
             glib.remove()
@@ -326,7 +326,7 @@ struct SharedPointer: @unchecked Sendable {
 }
 
 /// A plain thread for the tests' other sides.
-final class Thread: @unchecked Sendable {
+final class TestThread: @unchecked Sendable {
     // `thread` is written before the thread starts and read by `join()` on the creating thread.
     private var thread = pthread_t()
 
@@ -350,7 +350,7 @@ final class Thread: @unchecked Sendable {
     /// Runs `body` on a new thread and returns what it returned or threw.
     static func result<T: Sendable>(_ body: @escaping @Sendable () throws -> T) -> Result<T, any Error> {
         let result = Mutex<Result<T, any Error>?>(nil)
-        Thread { result.withLock { $0 = Result { try body() } } }.join()
+        TestThread { result.withLock { $0 = Result { try body() } } }.join()
         return result.withLock { $0! }
     }
 }
