@@ -59,7 +59,7 @@ extension Loop {
         dropStaleObserverSnapshots()  // not kept through a long sleep
         // Nor are the stale timer entries the wait's deadline pruned. Their release may run user
         // code (a deinit), which may notify the loop: then `fallAsleep` keeps it awake.
-        guard withLockReleasingDroppedTimers({ enterSleep(run) }) != nil else {
+        guard withLockReleasingDroppedTimers({ enterSleep(run) }) else {
             consumeNotification()
             if run.mode.mayHaveDescriptorSources { pollDescriptors(run) }
             return
@@ -115,17 +115,16 @@ extension Loop {
     /// Decides to block and prepares for it: executor queues that can run in the mode are told the
     /// loop is about to sleep before they are checked (see LoopJobQueue), paused descriptor sources
     /// of the mode are watched again, the waiter is armed, and the sleeping mode is recorded so that
-    /// other threads can re-arm the wait (SPEC R41, M7). Lock held. Returns the armed deadline, or
-    /// `nil` if the loop must not block.
-    private func enterSleep(_ run: RunContext) -> Int64? {
+    /// other threads can re-arm the wait (SPEC R41, M7). Lock held; false if the loop must not block.
+    private func enterSleep(_ run: RunContext) -> Bool {
         guard let deadline = blockingDeadline(run, now: loopThread.now(waiter)),
             !announceSleep(in: run.mode)
-        else { return nil }
+        else { return false }
         resumeWatching(in: run.mode)
         waiter.arm(deadline)
         state.sleepingMode = run.mode
         state.sleepingRunDeadline = run.deadline
-        return deadline
+        return true
     }
 
     /// The wait, with the sleep-state protocol: blocks until notified, the deadline, or a ready
@@ -191,7 +190,7 @@ extension Loop {
     func hostedEnterWait(_ run: RunContext) -> Bool {
         consumeNotification()  // as in `waitForWork`: work it announced is seen by the check
         dropStaleObserverSnapshots()
-        guard withLockReleasingDroppedTimers({ enterSleep(run) }) != nil else {
+        guard withLockReleasingDroppedTimers({ enterSleep(run) }) else {
             consumeNotification()
             if run.mode.mayHaveDescriptorSources { pollDescriptors(run) }
             return false

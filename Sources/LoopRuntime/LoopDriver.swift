@@ -137,9 +137,6 @@ public final class LoopDriver: Sendable {
         for callback in abandoned { callback(.driveEnded) }
     }
 
-    /// A stop was requested (``stop()``) and the drive has not ended yet.
-    var isStopRequested: Bool { state.withLock { $0.stopRequested } }
-
     /// Leaves the current mode and re-enters the loop in `mode`; `entered` is called on the loop's
     /// thread from the first pass in the new mode (soon, if the loop already runs it), or when the
     /// switch cannot happen any more: at once, on the calling thread, if the drive has already
