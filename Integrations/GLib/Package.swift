@@ -38,6 +38,14 @@ let package = Package(
                 .product(name: "LoopExecutor", package: rootIdentity),
             ],
             path: "Examples/GTKCounter"),
+        // `swift run -c release GLibBenchmarks`: the figures of BENCHMARKS.md's GLib section.
+        .target(name: "CGLibBenchmarkSupport", path: "Benchmarks/CGLibBenchmarkSupport"),
+        .executableTarget(
+            name: "GLibBenchmarks",
+            dependencies: [
+                "CGLib", "CGLibBenchmarkSupport", "LoopGLib", .product(name: "LoopRuntime", package: rootIdentity),
+            ],
+            path: "Benchmarks/GLibBenchmarks"),
         .testTarget(
             name: "LoopGLibTests",
             dependencies: [

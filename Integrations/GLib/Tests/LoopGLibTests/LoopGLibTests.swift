@@ -17,12 +17,12 @@ final class Events: Sendable {
 
 /// Runs `body` on a new thread, with a new GLib context as that thread's default, and waits.
 func onGLibThread(_ body: @escaping @Sendable (OpaquePointer) -> Void) {
-    let done = Mutex(false)
     var thread = pthread_t()
     final class Box: @unchecked Sendable {  // handed to the thread once, read there only
         let body: @Sendable (OpaquePointer) -> Void
         init(_ body: @escaping @Sendable (OpaquePointer) -> Void) { self.body = body }
     }
+    // The retain travels with the thread's argument; the thread takes it back, once.
     let box = Unmanaged.passRetained(Box(body)).toOpaque()
     let created = pthread_create(
         &thread, nil,
@@ -37,7 +37,6 @@ func onGLibThread(_ body: @escaping @Sendable (OpaquePointer) -> Void) {
         }, box)
     precondition(created == 0, "pthread_create: \(created)")
     pthread_join(thread, nil)
-    done.withLock { $0 = true }
 }
 
 /// A GLib timeout source on `context` that calls `body` once after `milliseconds`.
@@ -57,6 +56,8 @@ private final class Callback {
 }
 
 private func attach(_ source: UnsafeMutablePointer<GSource>, _ context: OpaquePointer, _ body: @escaping () -> Void) {
+    // The source holds the retain as its callback data; GLib gives it back through the destroy
+    // notify, once, when the source is freed — after its last call of the callback.
     let callback = Unmanaged.passRetained(Callback(body)).toOpaque()
     g_source_set_callback(
         source,
@@ -175,6 +176,52 @@ struct GLibHostedLoopTests {
         }
     }
 
+    @Test("A nested g_main_loop_run in a GLib callback (a modal dialog's) keeps running the loop's work")
+    func nestedGLibRunInAGLibCallback() {
+        let events = Events()
+        onGLibThread { context in
+            let loop = Loop.current
+            let hosting = try! GLibHostedLoop(hosting: loop, in: context)
+            glibIdle(context) {
+                let nested = SharedPointer(g_main_loop_new(context, 0)!)
+                loop.perform(inModes: [.default]) { events.append("loop block in the nested run") }
+                loop.add(
+                    LoopTimer(fireAt: .now + .milliseconds(20)) { _ in
+                        events.append("loop timer in the nested run")
+                        g_main_loop_quit(nested.pointer)
+                    }, forMode: .default)
+                g_main_loop_run(nested.pointer)
+                g_main_loop_unref(nested.pointer)
+                events.append("nested run over")
+            }
+            #expect(iterate(context) { events.all.last == "nested run over" })
+            #expect(!hosting.remove())
+        }
+        #expect(events.all == ["loop block in the nested run", "loop timer in the nested run", "nested run over"])
+    }
+
+    @Test("A loop callout that iterates the context runs GLib's sources; the loop's own work waits for it")
+    func nestedIterationInALoopCallout() {
+        let events = Events()
+        onGLibThread { context in
+            let loop = Loop.current
+            let hosting = try! GLibHostedLoop(hosting: loop, in: context)
+            let shared = SharedPointer(context)
+            loop.perform(inModes: [.default]) {
+                let context = shared.pointer
+                glibIdle(context) { events.append("glib idle") }
+                loop.perform(inModes: [.default]) { events.append("loop block queued by the callout") }
+                // GLib does not enter the loop's source again while it dispatches (it does not
+                // recurse): the nested iteration runs the idle and never calls the hosting.
+                for _ in 0..<10 where events.all.isEmpty { g_main_context_iteration(context, 0) }
+                events.append("callout over")
+            }
+            #expect(iterate(context) { events.all.count == 3 })
+            #expect(!hosting.remove())
+        }
+        #expect(events.all == ["glib idle", "callout over", "loop block queued by the callout"])
+    }
+
     @Test("Hosting and removal in many rounds leak no descriptor")
     func noLeaks() async {
         await #expect(processExitsWith: .success) {
@@ -223,6 +270,30 @@ struct LoopHostedGLibContextTests {
         #expect(events.all == ["glib idle", "loop timer 15", "glib timeout 40"])
     }
 
+    @Test("A GLib callback that runs the loop nested (R18) gets GLib's sources in the nested run")
+    func nestedLoopRunInAGLibCallback() {
+        let events = Events()
+        onGLibThread { context in
+            let loop = Loop.current
+            let glib = try! LoopHostedGLibContext(context, loop: loop, modes: [.default])
+            glibTimeout(context, 10) {
+                loop.add(
+                    LoopTimer(fireAt: .now + .milliseconds(10)) { _ in events.append("loop timer in the nested run") },
+                    forMode: .default)
+                glibTimeout(context, 40) {
+                    events.append("glib timeout in the nested run")
+                    loop.stop()
+                }
+                #expect(loop.run(.default, for: .seconds(10)) == .stopped)
+                events.append("nested run over")
+                loop.stop()
+            }
+            #expect(loop.run(.default, for: .seconds(10)) == .stopped)
+            glib.remove()
+        }
+        #expect(events.all == ["loop timer in the nested run", "glib timeout in the nested run", "nested run over"])
+    }
+
     @Test("GLib descriptor watches are loop descriptor sources: a pipe's GIOChannel watch runs")
     func descriptorWatch() {
         let events = Events()
@@ -238,6 +309,7 @@ struct LoopHostedGLibContextTests {
                 let body: () -> Void
                 init(_ body: @escaping () -> Void) { self.body = body }
             }
+            // The watch holds the retain until GLib frees it and calls the destroy notify.
             let box = Unmanaged.passRetained(
                 Box {
                     var byte: UInt8 = 0
@@ -318,8 +390,8 @@ struct LoopHostedGLibContextTests {
     }
 }
 
-/// A GLib pointer handed to another thread of a test, which uses it as GLib allows (a context is
-/// safe to acquire from any thread).
+/// A GLib pointer handed to another thread of a test, or to a loop callout, which uses it as GLib
+/// allows (a context is safe to acquire from any thread; a loop is quit from any thread).
 struct SharedPointer: @unchecked Sendable {
     let pointer: OpaquePointer
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
@@ -335,6 +407,7 @@ final class TestThread: @unchecked Sendable {
             let body: @Sendable () -> Void
             init(_ body: @escaping @Sendable () -> Void) { self.body = body }
         }
+        // The retain travels with the thread's argument; the thread takes it back, once.
         let box = Unmanaged.passRetained(Box(body)).toOpaque()
         let created = pthread_create(
             &thread, nil,

@@ -19,6 +19,9 @@ typedef struct CLoopGLibCallbacks {
 } CLoopGLibCallbacks;
 
 /// A new source watching `descriptor` for reading, calling `callbacks` with `owner`. Not attached.
+/// The source may recurse, so GLib does not wake itself after each dispatch; while `dispatch` runs,
+/// a nested iteration of the context sees the source as not ready (prepare and check are not
+/// forwarded) and does not poll `descriptor`, so the loop is never re-entered from inside itself.
 GSource *cloop_glib_source_new(int descriptor, const CLoopGLibCallbacks *callbacks, void *owner);
 
 /// The GLib version this was built against, "major.minor.micro".
