@@ -149,7 +149,8 @@ for _ in 0..<rounds {
 }
 report(
     "DispatchQueue.main.async → handler → back, Loop.main hosted in g_main_loop_run", "ns/rt",
-    ours: median(hostedSamples), [("eventfd floor", median(floorSamples)), ("Loop.main running itself", median(itselfSamples))])
+    ours: median(hostedSamples),
+    [("eventfd floor", median(floorSamples)), ("Loop.main running itself", median(itselfSamples))])
 // One is the least: GLib sleeps once per handed-over token (a second would be a wake-up of its own).
 print("glib | GLib polls per round trip, hosted: \(String(format: "%.2f", median(pollSamples)))")
 
@@ -181,12 +182,14 @@ do {
     }.start()
     // The measured span begins once the hosting settled (its first passes, the helper's start),
     // at a GLib timeout.
-    g_timeout_add(UInt32(settle * 1000), { _ in
-        polls = 0
-        wakes.reset()
-        cpu = -cglib_bench_thread_cpu_microseconds()
-        return 0  // G_SOURCE_REMOVE
-    }, nil)
+    g_timeout_add(
+        UInt32(settle * 1000),
+        { _ in
+            polls = 0
+            wakes.reset()
+            cpu = -cglib_bench_thread_cpu_microseconds()
+            return 0  // G_SOURCE_REMOVE
+        }, nil)
     mainLoop.run()
     cpu += cglib_bench_thread_cpu_microseconds()
     loopWakes = wakes.value  // before remove(), whose end of the run is a pass of its own
