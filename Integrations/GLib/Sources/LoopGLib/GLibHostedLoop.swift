@@ -21,6 +21,19 @@ import LoopRuntime
 /// deadline as its timeout, so an idle loop costs GLib nothing: no timeout, no wake-up. See
 /// LoopRuntime's "Hosting a loop in another event loop" for what a host promises the loop.
 ///
+/// ### Nested iterations
+///
+/// - A GLib callback that runs a nested `g_main_loop_run` (a modal dialog's `gtk_dialog_run`
+///   shape) keeps the loop running: its iterations dispatch the source like the outer ones, so
+///   `@MainActor` jobs, blocks and timers go on while the dialog is up.
+/// - A loop callout (a block, a timer, an observer) that iterates the context itself
+///   (`g_main_context_iteration`) runs GLib's other sources; the loop is not re-entered — its own
+///   queued work waits until the callout returns, and the callout does not trap. A callout that
+///   wants the loop's work too runs the loop nested instead (`Loop.run(_:for:)`).
+/// - The source may recurse (`g_source_set_can_recurse`) and keeps itself out of nested
+///   iterations of its own dispatch: a non-recursive source costs GLib one wake-up of its own
+///   after every dispatch.
+///
 /// - Important: Made, iterated and removed on the loop's thread, which must be the thread that
 ///   iterates the context. `Sendable` so that the loop's own callouts may remove it.
 public final class GLibHostedLoop: @unchecked Sendable {
