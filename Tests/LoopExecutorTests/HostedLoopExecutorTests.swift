@@ -25,7 +25,11 @@ struct HostedLoopExecutorTests {
             let loop = Loop.current
             let hosted = try! loop.beginHosting()
             let done = Trace()  // "done" once the task is through
-            Task {
+            // The task runs on the hosted loop itself (in both modes it visits), not on the global
+            // pool: under the thread sanitizer, with the suite's other blocking tests holding the
+            // pool's threads, a pool task could wait past the deadline before it started.
+            let executor = LoopExecutor(loop: loop, modes: [.default, "tracking"])
+            Task(executorPreference: executor) {
                 try await loop.sleep(for: .milliseconds(10))
                 report.append("slept")
                 let switched = await loop.switchMode(to: "tracking")
