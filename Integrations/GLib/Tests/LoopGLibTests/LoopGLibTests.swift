@@ -211,8 +211,8 @@ struct GLibHostedLoopTests {
                 let context = shared.pointer
                 glibIdle(context) { events.append("glib idle") }
                 loop.perform(inModes: [.default]) { events.append("loop block queued by the callout") }
-                // GLib does not enter the loop's source again while it dispatches (it does not
-                // recurse): the nested iteration runs the idle and never calls the hosting.
+                // The hosting source keeps itself out of iterations nested in its own dispatch
+                // (never ready, its descriptor out of the polls): this one runs the idle only.
                 for _ in 0..<10 where events.all.isEmpty { g_main_context_iteration(context, 0) }
                 events.append("callout over")
             }
