@@ -207,7 +207,7 @@ extension Loop {
     /// Traps if an executor queue of the loop still holds jobs as the loop ends without running
     /// them (`why`): their tasks would stay suspended for ever, which nothing must do silently.
     /// Blocks are dropped with the loop (SPEC R5); a job is a task. Lock held.
-    private func preconditionNoJobsQueuedLocked(_ why: @autoclosure () -> String) {
+    func preconditionNoJobsQueuedLocked(_ why: @autoclosure () -> String) {
         let loaded = state.jobQueues.filter(\.hasQueuedWork)
         guard !loaded.isEmpty else { return }
         let queues = loaded.map { queue in
@@ -221,42 +221,12 @@ extension Loop {
 
     /// → ended, whatever is queued. Closes the executors' queues (a job enqueued from now on traps,
     /// naming the reason) and refuses further port messages. Lock held.
-    private func sealLocked() {
+    func sealLocked() {
         state.lifecycle = .ended(state.lifecycle.reason ?? .threadExited)
         let end = endNoticeLocked()
         for item in endAwareItemsLocked() + unwatchedEndAwareItemsLocked() { item.loopEnded(end) }
     }
 
-    /// The handlers registered with `addEndHandler`, taken out so each runs once. Lock held.
-    private func takeEndHandlers() -> [@Sendable () -> Void] {
-        defer { state.endHandlers.removeAll() }
-        return state.endHandlers.sorted { $0.key < $1.key }.map(\.value)
-    }
-
-    /// Thread-exit teardown (SPEC R5), and the last step of a `LoopThread`'s shutdown: ends the loop
-    /// if it has not ended, resumes the async waiters still registered, detaches every item
-    /// (sources get their cancel callback once per mode and stay valid; descriptor sources stop
-    /// being watched), drops queued blocks, closes the loop's own descriptors. Runs once; called on
-    /// the loop's thread (by `LoopThread`, or by the registry's pthread key destructor).
-    func tearDown() {
-        let taken: (TakenItems, [@Sendable () -> Void])? = lock.withLock {
-            guard !state.isTornDown else { return nil }
-            if !state.lifecycle.isEnded {
-                preconditionNoJobsQueuedLocked("its thread exited")
-                sealLocked()
-            }
-            let handlers = takeEndHandlers()
-            return (takeAllItems(), handlers)
-        }
-        guard var (detached, handlers) = taken else { return }
-        for (source, mode) in detached.cancels {
-            source.cancelHandler?(self, mode)
-        }
-        for handler in handlers { handler() }
-        handlers.removeAll()
-        detached.release()
-        waiter.close()
-    }
 }
 
 extension Loop {
@@ -330,18 +300,6 @@ extension Loop {
 
     /// The holds out, for messages: `"Loop.sleep (1), Task.sleep (2)"`.
     var sealHoldersDescription: String { lock.withLock { state.sealHolds.description } }
-
-    /// The modes of an executor queue with jobs queued that cannot run in the mode the loop sleeps
-    /// in, and that mode; `nil` if there is none (or the loop is not asleep).
-    var jobsWaitingForAnotherMode: (modes: [Mode], sleeping: Mode)? {
-        lock.withLock {
-            guard let mode = state.sleepingMode else { return nil }
-            for queue in state.jobQueues where !queue.matches(mode) && queue.hasQueuedWork {
-                return (queue.modes, mode.mode)
-            }
-            return nil
-        }
-    }
 
     /// False once the loop stopped accepting new items (a `LoopThread` shutting down or ended).
     ///

@@ -45,28 +45,4 @@ extension Loop {
     /// - Important: Call on the loop's thread.
     @_spi(LoopExecutorSupport)
     public var hasEverRun: Bool { loopThread.hasRun }
-
-    /// True if the loop runs on a virtual clock (a test loop): ``now`` is not `ContinuousClock.now`.
-    /// Support for executors that receive deadlines on `ContinuousClock` and must place them on
-    /// the loop's own clock.
-    ///
-    /// - Important: Safe from any thread (fixed when the loop is made).
-    @_spi(LoopExecutorSupport)
-    public var hasVirtualClock: Bool { waitsOnVirtualTime }
-
-    /// The notification under way: the mode whose observers are called, the number of run calls
-    /// in progress (nested runs count), and the loop's reading of its clock in nanoseconds since
-    /// `ContinuousClock`'s origin — read after each wait and after each callout of user code,
-    /// shared by the activities in between. Support for the activity stream, which stamps its
-    /// events with these instead of asking the loop (and the clock) per event.
-    ///
-    /// - Important: Only on the loop's thread, from an observer's handler.
-    @_spi(LoopExecutorSupport)
-    @inline(__always)
-    public var notification: (mode: Mode, depth: Int, nanoseconds: Int64) {
-        guard let mode = loopThread.notifiedMode else {
-            preconditionFailure("Loop.notification: read outside an observer's callout, or off the loop's thread")
-        }
-        return (mode._withUnsafeGuaranteedRef { $0.mode }, state.runCallCount, loopThread.now(waiter))
-    }
 }

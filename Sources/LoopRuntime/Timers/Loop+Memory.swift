@@ -39,3 +39,24 @@ extension Loop {
 
 /// The storage of `Loop.largeTimerHeapsUseHugePages`.
 let hugePagesForTimerHeaps = Atomic<Bool>(false)
+
+// The timer entries a loop lets go of: released after unlocking, their memory left with the
+// allocator (see `Loop.returnFreeMemory()`).
+
+extension Loop {
+    /// a timer's last release may run user code). The memory they free stays with the allocator;
+    /// handing it back to the system is the application's call (`Loop.returnFreeMemory()`).
+    func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
+        TimerHeap.release(&dead)
+    }
+
+    /// Runs `body` under the loop's lock, then gives back, after unlocking, the timer entries that
+    /// were dropped and not released yet (by `body` or before it): for locked sections after
+    /// which no timer step of a pass may come for a long time.
+    @inline(__always)
+    func withLockReleasingDroppedTimers<R>(_ body: () -> R) -> R {
+        let (result, dropped) = lock.withLock { (body(), state.timerGraveyard.takeIfAny()) }
+        if var dropped { releaseDropped(&dropped) }
+        return result
+    }
+}
