@@ -52,20 +52,3 @@ extension Loop {
         return value ?? fallback()
     }
 }
-
-extension LoopThread {
-    /// Shuts the thread down like `shutdown()` and returns once it has ended, suspending the
-    /// calling task instead of blocking its thread. Idempotent.
-    ///
-    /// Awaited on the thread itself (from an actor pinned to it), it requests the shutdown and
-    /// returns at once: the shutdown cannot finish while the awaiting job runs. The call stays in
-    /// the caller's isolation (`isolation` defaults to it); a caller pinned to another loop is
-    /// resumed by that loop.
-    ///
-    /// - Important: Safe from any task.
-    public func shutdown(isolation: isolated (any Actor)? = #isolation) async {
-        await loop.waitOnce("LoopThread.shutdown", isolation: isolation, fallback: {}) { completion in
-            if !shutdown(then: { completion.complete(()) }) { completion.complete(()) }
-        }
-    }
-}
