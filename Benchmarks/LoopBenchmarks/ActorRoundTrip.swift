@@ -2,7 +2,7 @@ import CBenchmarkSupport
 import Dispatch
 import Foundation
 import LoopExecutor
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 /// Scenarios 3 and 4, and the executor's enqueue cost.
 enum ActorRoundTrip {

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import LoopExecutor
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 /// Issue #5's figures: lateness of many concurrent loop sleeps, and the loop-thread cost of the
 /// activity stream.

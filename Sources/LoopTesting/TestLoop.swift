@@ -1,6 +1,6 @@
 import Dispatch
-@_spi(LoopExecutorSupport) import LoopExecutor
-@_spi(LoopTesting) @_spi(LoopExecutorSupport) import LoopRuntime
+import LoopExecutor
+@_spi(LoopTesting) import LoopRuntime
 
 #if canImport(Glibc)
     import Glibc

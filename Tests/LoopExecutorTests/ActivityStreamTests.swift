@@ -2,7 +2,7 @@ import Dispatch
 import LoopExecutor
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 #if canImport(Glibc)
     import Glibc

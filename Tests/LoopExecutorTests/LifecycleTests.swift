@@ -3,7 +3,7 @@ import LoopExecutor
 import Synchronization
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 #if canImport(Glibc)
     import Glibc

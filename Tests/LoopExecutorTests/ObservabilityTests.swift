@@ -3,7 +3,7 @@ import LoopExecutor
 import Synchronization
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// Busy-waits on the calling thread: a stand-in for work that blocks the loop.
 private func blockThread(for duration: Duration) {

@@ -1,7 +1,7 @@
 import LoopExecutor
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// An actor pinned to a loop in the default mode only.
 private actor DefaultModeActor: LoopActor {

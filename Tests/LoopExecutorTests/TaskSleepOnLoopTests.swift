@@ -5,7 +5,7 @@
     import Synchronization
     import Testing
 
-    @_spi(LoopExecutorSupport) @testable import LoopRuntime
+    @testable import LoopRuntime
 
     @Suite("Task.sleep on loop timers (SchedulingExecutor on LoopExecutor)", .timeLimit(.minutes(3)))
     struct TaskSleepOnLoopTests {

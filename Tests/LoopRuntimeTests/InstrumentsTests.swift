@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// Metrics, stall reports and the timeline, on a manual waiter: virtual time moves only when a
 /// callout advances it or a wait jumps to its deadline, so every duration is exact.

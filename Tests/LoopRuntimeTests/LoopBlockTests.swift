@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// SPEC H: blocks, and M10.
 @Suite("Loop blocks (SPEC R57–R60, M10)", .timeLimit(.minutes(3)), .tearsDownTestLoops)

@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// A class that is not `Sendable`: the kind of state `LoopBound` carries.
 private final class BoundCounter {

@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// SPEC I: common modes.
 @Suite("Loop common modes (SPEC R62–R64)", .timeLimit(.minutes(3)), .tearsDownTestLoops)

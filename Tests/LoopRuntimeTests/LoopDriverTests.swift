@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// SPEC N1–N4 at the loop's level, with placeholder jobs (never handed to the Swift runtime) and a
 /// manual waiter: deterministic, pass by pass.

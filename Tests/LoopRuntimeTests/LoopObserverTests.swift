@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// SPEC D: observers.
 @Suite("LoopObserver (SPEC R24–R31)", .timeLimit(.minutes(3)), .tearsDownTestLoops)

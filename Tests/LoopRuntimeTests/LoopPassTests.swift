@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// SPEC C: the phases of one pass, their order, and the wait.
 @Suite("Loop pass (SPEC R19–R23)", .timeLimit(.minutes(3)), .tearsDownTestLoops)

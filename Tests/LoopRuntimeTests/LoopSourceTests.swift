@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// SPEC F: signalled (v0) sources.
 @Suite("LoopSource (SPEC R45–R52)", .timeLimit(.minutes(3)), .tearsDownTestLoops)

@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 #if canImport(Glibc)
     import Glibc

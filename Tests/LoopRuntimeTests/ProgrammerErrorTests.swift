@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// SPEC M5, M6, R7, R9: programmer errors trap with a message (each proven in a child process).
 @Suite("Programmer errors (SPEC M5, M6, R7, R9)", .timeLimit(.minutes(3)), .tearsDownTestLoops)

@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// The timer heap behind SPEC R35, R43 (an internal type, tested against a sorted model).
 @Suite("TimerHeap", .timeLimit(.minutes(3)), .tearsDownTestLoops)

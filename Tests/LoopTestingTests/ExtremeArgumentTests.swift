@@ -3,7 +3,7 @@ import LoopTesting
 import Testing
 
 @testable import LoopExecutor
-@_spi(LoopExecutorSupport) @testable import LoopRuntime
+@testable import LoopRuntime
 
 /// Polls `condition` every millisecond until it holds or 100 s passed (generous: a sanitized run
 /// starts dozens of exit-test processes at once, and this process may get no CPU for many seconds).

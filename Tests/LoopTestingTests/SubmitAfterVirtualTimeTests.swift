@@ -1,5 +1,5 @@
 import LoopExecutor
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 import LoopTesting
 import Testing
 

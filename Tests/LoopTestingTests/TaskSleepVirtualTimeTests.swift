@@ -2,7 +2,7 @@
 // executor is a SchedulingExecutor like every loop executor.
 #if ExperimentalExecutorHooks && compiler(>=6.3)
     import LoopExecutor
-    @_spi(LoopExecutorSupport) import LoopRuntime
+    import LoopRuntime
     import LoopTesting
     import Testing
 

@@ -2,7 +2,7 @@
 // delay (`SchedulingExecutor`, which is how `Task.sleep` reaches an executor) wait in one-shot
 // loop timers. No SPI here: the SPI conformances are in the other files of this folder.
 #if ExperimentalExecutorHooks && compiler(>=6.3)
-    @_spi(LoopExecutorSupport) import LoopRuntime
+    import LoopRuntime
     import Synchronization
 
     /// The delayed jobs of one executor on one loop: each waits in a one-shot `LoopTimer` in the

@@ -2,7 +2,7 @@
 // task that prefers a loop executor becomes a loop timer.
 #if ExperimentalExecutorHooks && compiler(>=6.3)
     @_spi(ExperimentalScheduling) import _Concurrency
-    @_spi(LoopExecutorSupport) import LoopRuntime
+    import LoopRuntime
 
     @_spi(ExperimentalExecutorHooks)
     extension LoopExecutor: SchedulingExecutor {

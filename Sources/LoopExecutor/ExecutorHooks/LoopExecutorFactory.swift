@@ -1,7 +1,7 @@
 // The executor factory (ExperimentalExecutorHooks trait): a whole program on loops.
 #if ExperimentalExecutorHooks && compiler(>=6.3)
     @_spi(ExperimentalCustomExecutors) import _Concurrency
-    @_spi(LoopExecutorSupport) import LoopRuntime
+    import LoopRuntime
     import Synchronization
 
     /// Puts a program's Swift concurrency on loops: the main actor on the main loop

@@ -1,7 +1,7 @@
 // A default executor on a group of loop threads (ExperimentalExecutorHooks trait).
 #if ExperimentalExecutorHooks && compiler(>=6.3)
     @_spi(ExperimentalScheduling) import _Concurrency
-    @_spi(LoopExecutorSupport) import LoopRuntime
+    import LoopRuntime
     import Synchronization
 
     #if canImport(Glibc)

@@ -2,7 +2,7 @@
 // `LoopExecutorFactory` installed, `@MainActor` jobs are jobs of the main loop.
 #if ExperimentalExecutorHooks && compiler(>=6.3)
     @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
-    @_spi(LoopExecutorSupport) import LoopRuntime
+    import LoopRuntime
 
     /// The main actor's executor as a job queue of the main loop: `@MainActor` jobs run in the main
     /// loop's common modes, in its passes, in order with its timers, sources, blocks and observers.

@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 import Synchronization
 
 /// A loop seen as a Swift concurrency executor: pin actors to a loop's thread, run their jobs

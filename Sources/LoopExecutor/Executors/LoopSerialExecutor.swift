@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 // Two doors into one loop executor.
 //

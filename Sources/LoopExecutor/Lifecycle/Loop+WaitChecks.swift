@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 // The async calls that wait on a loop trap, with a message that says what to do, in the cases
 // where their answer could never come — rather than leave the task suspended for ever.

@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 extension LoopThread {
     /// Shuts the thread down like `shutdown()` and returns once it has ended, suspending the

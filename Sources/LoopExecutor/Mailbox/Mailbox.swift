@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 import Synchronization
 
 // The one place in LoopExecutor where continuations are created and resumed.

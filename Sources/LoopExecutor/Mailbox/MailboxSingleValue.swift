@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 /// One value: a sleep's wake-up, a mode switch's outcome.
 struct SingleValue<Element: Sendable>: MailboxBuffer {

@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 // One-shot waits — a submitted body's result, a thread's end, a test loop's idle point — are
 // mailboxes too (Mailbox.swift): one value, not cancellable (the work was handed over and its
@@ -9,8 +9,7 @@
 /// no task is left waiting for ever.
 ///
 /// - Important: Safe from any thread.
-@_spi(LoopExecutorSupport)
-public final class OneShotCompletion<Value: Sendable>: Sendable {
+package final class OneShotCompletion<Value: Sendable>: Sendable {
     private let mailbox: Mailbox<SingleValue<Value>>
     private let fallback: @Sendable () -> Value
 
@@ -20,7 +19,7 @@ public final class OneShotCompletion<Value: Sendable>: Sendable {
     }
 
     /// Hands the waiter `value`; later calls do nothing.
-    public func complete(_ value: Value) {
+    package func complete(_ value: Value) {
         mailbox.finish(delivering: value)
     }
 
@@ -39,8 +38,7 @@ extension Loop {
     ///   - isolation: The caller's isolation, which the task stays in.
     ///   - start: Hands the work its completion.
     /// - Important: Safe from any task.
-    @_spi(LoopExecutorSupport)
-    public func waitOnce<Value: Sendable>(
+    package func waitOnce<Value: Sendable>(
         _ name: StaticString, isolation: isolated (any Actor)?,
         fallback: @escaping @Sendable () -> Value,
         _ start: (OneShotCompletion<Value>) -> Void

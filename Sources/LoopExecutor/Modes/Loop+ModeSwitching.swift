@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 extension Loop {
     /// Leaves the mode the loop runs and re-enters it in `mode` — the immediate switch — and returns

@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 /// One notification of a loop's activity, as delivered by ``LoopActivities``.
 ///

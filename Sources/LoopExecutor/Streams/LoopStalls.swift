@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 extension Loop {
     /// An async sequence of reports of callouts and passes that kept this loop's thread busy

@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 extension Loop {
     /// Suspends the calling task for `duration`, on this loop's timers.

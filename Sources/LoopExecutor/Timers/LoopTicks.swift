@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 extension Loop {
     /// An async sequence of ticks of a repeating loop timer.

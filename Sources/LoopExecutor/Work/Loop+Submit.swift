@@ -1,4 +1,4 @@
-@_spi(LoopExecutorSupport) import LoopRuntime
+import LoopRuntime
 
 extension Loop {
     /// Runs `body` on the loop's thread in one of `modes` and returns its result to the awaiting

@@ -45,9 +45,8 @@ extension Loop {
     /// blocks (a parked task's wake-up, a submitted body) carry names in traces and stall reports.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
     @discardableResult
-    public func perform(_ prepared: PreparedBlockModes, _ block: @escaping @Sendable () -> Void) -> Bool {
+    package func perform(_ prepared: PreparedBlockModes, _ block: @escaping @Sendable () -> Void) -> Bool {
         enqueue(QueuedBlock(modes: prepared.modes, body: block), naming: prepared.names)
     }
 
@@ -145,13 +144,12 @@ extension Loop {
 /// `Loop.perform(_:_:)`). Support for the `LoopExecutor` module.
 ///
 /// - Important: Immutable; safe from any thread.
-@_spi(LoopExecutorSupport)
-public struct PreparedBlockModes: Sendable {
+package struct PreparedBlockModes: Sendable {
     let modes: BlockModes
     let names: [Loop.Mode]
 
     /// Blocks in `modes` (not empty), named `label` in traces and stall reports.
-    public init(_ modes: [Loop.Mode], label: StaticString) {
+    package init(_ modes: [Loop.Mode], label: StaticString) {
         precondition(!modes.isEmpty, "PreparedBlockModes: the mode list is empty, so its blocks could never run.")
         self.modes = BlockModes(modes, label: label)
         names = modes

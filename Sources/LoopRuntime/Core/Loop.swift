@@ -66,7 +66,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     let loopThread = LoopThreadState()
     /// Tasks suspended in a sleep or tick sequence of this loop (LoopExecutor counts them): a test
     /// loop on virtual time reports a stall when the test leaves them waiting (VirtualWaiter).
-    @_spi(LoopExecutorSupport) public let timerAwaiters = Atomic<Int>(0)
+    package let timerAwaiters = Atomic<Int>(0)
     /// Which instruments are on (`InstrumentFlags`): the one load each recording point costs.
     let instrumentFlags = Atomic<UInt8>(0)
     /// Metrics, the timeline and stall reports (Instruments/LoopInstruments.swift).

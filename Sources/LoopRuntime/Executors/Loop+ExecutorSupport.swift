@@ -1,5 +1,5 @@
-// What the LoopExecutor module needs from a loop beyond its public API (SPI
-// `LoopExecutorSupport`): shared per-loop objects, and where the loop is. The lifecycle hooks it
+// What the LoopExecutor module needs from a loop beyond its public API (`package` access: the
+// package's other modules only): shared per-loop objects, and where the loop is. The lifecycle hooks it
 // uses (`addEndHandler`, `holdSeal`) live with the lifecycle, in Loop+Lifecycle.swift.
 
 extension Loop {
@@ -8,8 +8,7 @@ extension Loop {
     /// the same loop do not hop between them). The loop holds attachments weakly.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func attachment<Object: AnyObject & Sendable>(
+    package func attachment<Object: AnyObject & Sendable>(
         for key: [Mode], make: () -> Object, discard: (Object) -> Void = { _ in }
     ) -> Object {
         // `make` runs outside the lock (it may register a job queue, which takes it). When two
@@ -33,8 +32,7 @@ extension Loop {
     /// async calls that would wait for ever when their caller cannot run in the mode they wait in.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public var runningJobQueueModes: [Mode]? {
+    package var runningJobQueueModes: [Mode]? {
         guard isCurrentThread else { return nil }
         return loopThread.runningJobQueue?.takeUnretainedValue().modes
     }
@@ -43,6 +41,5 @@ extension Loop {
     /// there). Support for the async waits that trap on a loop nobody runs.
     ///
     /// - Important: Call on the loop's thread.
-    @_spi(LoopExecutorSupport)
-    public var hasEverRun: Bool { loopThread.hasRun }
+    package var hasEverRun: Bool { loopThread.hasRun }
 }

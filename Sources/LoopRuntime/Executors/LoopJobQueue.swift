@@ -15,8 +15,7 @@ import Synchronization
 /// is awake costs a lock, an append and one atomic load.
 ///
 /// - Important: Safe from any thread.
-@_spi(LoopExecutorSupport)
-public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `lock`; see below
+package final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `lock`; see below
     // Thread-safety: `loop`, `modes` and `label` are immutable; `pending`, `pendingTimes`, `spare`,
     // `closedReason` and `keeper` are guarded by `lock`; `timesJobs` is an atomic written under the
     // loop's lock; `runJob` is read on the loop's thread and cleared under `lock`
@@ -24,11 +23,11 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     // loop's thread; `loopSleepsInMyMode` is an atomic written by the loop under its own lock.
 
     /// The loop the jobs run on.
-    public let loop: Loop
+    package let loop: Loop
     /// The modes in which the jobs may run (``Loop/Mode/common``: every common mode).
-    public let modes: [Loop.Mode]
+    package let modes: [Loop.Mode]
     /// The name of the jobs' callouts in metrics, stall reports and traces, if any.
-    public let label: StaticString?
+    package let label: StaticString?
     /// Cleared when the queue closes, which breaks the executor ↔ queue reference cycle.
     @exclusivity(unchecked) private var runJob: (@Sendable (UnownedJob) -> Void)?
     private let lock = LoopLock()
@@ -58,7 +57,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// Whether other queues may take this queue's oldest jobs (``moveOldest(upTo:to:)``). A
     /// stealable queue's pass takes its jobs one at a time from the front, so that every job not
     /// yet started stays in the queue, where another loop can take it.
-    public let isStealable: Bool
+    package let isStealable: Bool
 
     /// Creates a queue on `loop` for `modes` and registers it with the loop.
     ///
@@ -69,7 +68,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     ///   - stealable: Whether other queues may take its oldest jobs (a group of loops that share
     ///     work); a pass then takes one job at a time, a lock each.
     ///   - runJob: Runs one job; called on the loop's thread.
-    public init(
+    package init(
         loop: Loop, modes: [Loop.Mode], label: StaticString? = nil, stealable: Bool = false,
         runJob: @escaping @Sendable (UnownedJob) -> Void
     ) {
@@ -87,7 +86,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// Queues `job`, keeping `owner` alive until the queue is empty again. Traps if the loop has
     /// ended: the job could never run, and its task would stay suspended forever (see the
     /// executor's shutdown policy).
-    public func enqueue(_ job: UnownedJob, keeping owner: AnyObject? = nil) {
+    package func enqueue(_ job: UnownedJob, keeping owner: AnyObject? = nil) {
         let timed = timesJobs.load(ordering: .relaxed)
         let enqueuedAt = timed ? loop.waiter.now() : 0
         let wasEmpty: Bool = lock.withLock {
@@ -157,7 +156,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     /// either) moves nothing.
     ///
     /// - Important: Safe from any thread; call it from `target`'s loop thread, between callouts.
-    public func moveOldest(upTo maximum: Int, to target: LoopJobQueue) -> Int {
+    package func moveOldest(upTo maximum: Int, to target: LoopJobQueue) -> Int {
         precondition(isStealable, "LoopJobQueue: only a stealable queue gives its jobs to another.")
         precondition(target !== self, "LoopJobQueue: a queue cannot take its own jobs.")
         let (jobs, owner): ([UnownedJob], AnyObject?) = lock.withLock {
@@ -195,7 +194,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
     }
 
     /// The number of jobs waiting.
-    public var count: Int { lock.withLock { pending.count - head } }
+    package var count: Int { lock.withLock { pending.count - head } }
 
     /// True if the jobs may run in `mode`.
     @inline(__always)
@@ -300,7 +299,7 @@ public final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `l
 
     /// Closes the queue and removes it from its loop: its executor is gone (and had no jobs, since
     /// queued jobs keep it alive).
-    public func retire() {
+    package func retire() {
         close(reason: "its executor was released")
         loop.removeJobQueue(self)
     }

@@ -68,8 +68,7 @@ extension Loop {
     /// return at once and never block.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func addStallHandler(
+    package func addStallHandler(
         longerThan threshold: Duration, _ handler: @escaping @Sendable (Stall) -> Void
     ) -> UInt64? {
         precondition(threshold > .zero, "Loop.stalls(longerThan:): the threshold must be positive, got \(threshold).")
@@ -84,8 +83,7 @@ extension Loop {
     /// Removes a handler added by ``addStallHandler(longerThan:_:)``.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func removeStallHandler(_ token: UInt64) {
+    package func removeStallHandler(_ token: UInt64) {
         let removed = lock.withLock {
             let (removed, anyLeft) = instruments.removeStallHandler(token)
             if !anyLeft { turnOffInstrument(InstrumentFlags.stalls) }

@@ -237,8 +237,7 @@ extension Loop {
     /// activity streams end when their loop does.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func addEndHandler(_ handler: @escaping @Sendable () -> Void) -> UInt64? {
+    package func addEndHandler(_ handler: @escaping @Sendable () -> Void) -> UInt64? {
         lock.withLock {
             guard state.lifecycle.acceptsItems else { return nil }
             state.nextEndHandlerToken += 1
@@ -250,8 +249,7 @@ extension Loop {
     /// Forgets a handler registered with ``addEndHandler(_:)``.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func removeEndHandler(_ token: UInt64) {
+    package func removeEndHandler(_ token: UInt64) {
         let removed = lock.withLock { state.endHandlers.removeValue(forKey: token) }
         _ = removed  // released here, after unlocking: it may hold the last reference to user state
     }
@@ -269,8 +267,7 @@ extension Loop {
     ///
     /// - Parameter holder: What holds it, for that message ("Loop.sleep", "Task.sleep", …).
     /// - Important: Safe from any thread. Release each hold exactly once.
-    @_spi(LoopExecutorSupport)
-    public func holdSeal(for holder: StaticString) -> Bool {
+    package func holdSeal(for holder: StaticString) -> Bool {
         lock.withLock {
             guard !state.lifecycle.isEnded else { return false }
             state.sealHolds.add(holder)
@@ -283,8 +280,7 @@ extension Loop {
     /// may have blocked on it after the held task's job arrived but before the hold went).
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func releaseSealHold(for holder: StaticString) {
+    package func releaseSealHold(for holder: StaticString) {
         let released: Bool = change { change in
             guard state.sealHolds.remove(holder) else { return false }
             if state.sealHolds.isEmpty && (!state.lifecycle.acceptsItems || hasVirtualClock) {
@@ -318,8 +314,7 @@ extension Loop {
     /// the last of them is gone.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func lifetimeLease() -> AnyObject? {
+    package func lifetimeLease() -> AnyObject? {
         lock.withLock { state.lease.object }
     }
 

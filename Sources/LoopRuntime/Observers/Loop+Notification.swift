@@ -6,9 +6,8 @@ extension Loop {
     /// events with these instead of asking the loop (and the clock) per event.
     ///
     /// - Important: Only on the loop's thread, from an observer's handler.
-    @_spi(LoopExecutorSupport)
     @inline(__always)
-    public var notification: (mode: Mode, depth: Int, nanoseconds: Int64) {
+    package var notification: (mode: Mode, depth: Int, nanoseconds: Int64) {
         guard let mode = loopThread.notifiedMode else {
             preconditionFailure("Loop.notification: read outside an observer's callout, or off the loop's thread")
         }

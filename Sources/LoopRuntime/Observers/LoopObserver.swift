@@ -84,8 +84,7 @@ public final class LoopObserver: @unchecked Sendable {
     /// `LoopExecutor` module's activity stream.
     ///
     /// - Important: Safe from any thread; the handler runs on the loop's thread.
-    @_spi(LoopExecutorSupport)
-    public convenience init(
+    package convenience init(
         recordingActivities activities: Loop.Activity,
         order: Int,
         _ handler: @escaping @Sendable (LoopObserver, Loop.Activity) -> Void

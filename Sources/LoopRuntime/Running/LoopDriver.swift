@@ -153,8 +153,7 @@ public final class LoopDriver: Sendable {
     }
 
     /// How a switch ended, for ``switchMode(to:completion:)``.
-    @_spi(LoopExecutorSupport)
-    public enum SwitchOutcome: Sendable, Equatable {
+    package enum SwitchOutcome: Sendable, Equatable {
         /// The loop entered the mode (its first pass there has started).
         case entered
         /// A switch to another mode came before the loop entered this one.
@@ -167,8 +166,7 @@ public final class LoopDriver: Sendable {
     /// called exactly once. Support for the `LoopExecutor` module.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func switchMode(to mode: Loop.Mode, completion: (@Sendable (SwitchOutcome) -> Void)?) {
+    package func switchMode(to mode: Loop.Mode, completion: (@Sendable (SwitchOutcome) -> Void)?) {
         precondition(mode != .common, "LoopDriver.switchMode(to:): .common cannot be run (SPEC R9).")
         let outcome: (changed: Bool, ended: Bool, superseded: [@Sendable (SwitchOutcome) -> Void]) = state.withLock {
             state in

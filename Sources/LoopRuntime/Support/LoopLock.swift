@@ -30,8 +30,7 @@ struct RawLock: @unchecked Sendable {  // the word is only touched by the C lock
 ///
 /// A loop's lock guards fields of several objects (its mode table and the bookkeeping its items
 /// keep for it), so the lock does not own the data; every guarded field says so in a comment.
-@_spi(LoopExecutorSupport)
-public final class LoopLock: Sendable {
+package final class LoopLock: Sendable {
     @usableFromInline let raw: RawLock
     #if DEBUG
         /// How many times the lock was taken (debug builds only: tests pin how often the pass
@@ -40,7 +39,7 @@ public final class LoopLock: Sendable {
     #endif
 
     /// A new, unlocked lock.
-    public init() {
+    package init() {
         let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
         word.initialize(to: 0)
         raw = RawLock(word: word)
@@ -52,7 +51,7 @@ public final class LoopLock: Sendable {
 
     /// Runs `body` with the lock held and returns its result. Never call out to user code inside.
     @inlinable @inline(__always)
-    public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    package func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         #if DEBUG
             countAcquisition()
         #endif
@@ -72,8 +71,7 @@ public final class LoopLock: Sendable {
 ///
 /// The lock is visible to the thread sanitizer (see ``RawLock``). Values taken out of it must be
 /// safe to use on the thread that takes them (Sendable, or handed over under the lock).
-@_spi(LoopExecutorSupport)
-public final class Locked<Value>: @unchecked Sendable {  // `value` only touched with `lock` held
+package final class Locked<Value>: @unchecked Sendable {  // `value` only touched with `lock` held
     // `value` is only touched inside `withLock`. Inlinable, so that clients in other modules get
     // specialized code (a generic, unspecialized lock costs value-witness calls on every use).
     @usableFromInline let lock = LoopLock()
@@ -83,13 +81,13 @@ public final class Locked<Value>: @unchecked Sendable {  // `value` only touched
 
     /// A lock guarding `value`.
     @inlinable
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
     }
 
     /// Runs `body` on the value with the lock held. Never call out to user code inside.
     @inlinable @inline(__always)
-    public func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+    package func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         try lock.withLock { () throws(E) -> R in try body(&value) }
     }
 }

@@ -7,8 +7,7 @@ extension Loop {
     /// the loop's own clock.
     ///
     /// - Important: Safe from any thread (fixed when the loop is made).
-    @_spi(LoopExecutorSupport)
-    public var hasVirtualClock: Bool { waitsOnVirtualTime }
+    package var hasVirtualClock: Bool { waitsOnVirtualTime }
 
     /// The modes of an executor queue with jobs queued that cannot run in the mode the loop sleeps
     /// in, and that mode; `nil` if there is none (or the loop is not asleep).

@@ -322,8 +322,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// returns). Support for the `LoopExecutor` module's `shutdown(isolation:)`.
     ///
     /// - Important: Safe from any thread.
-    @_spi(LoopExecutorSupport)
-    public func shutdown(then completion: @escaping @Sendable () -> Void) -> Bool {
+    package func shutdown(then completion: @escaping @Sendable () -> Void) -> Bool {
         requestShutdown()
         guard !loop.isCurrentThread else { return false }
         let core = self.core
