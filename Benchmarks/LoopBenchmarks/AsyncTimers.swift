@@ -29,7 +29,7 @@ enum AsyncTimers {
         let loopStats = (p50: Stats(loopRounds.map(\.p50)), p99: Stats(loopRounds.map(\.p99)))
         let pooledStats = (p50: Stats(pooledRounds.map(\.p50)), p99: Stats(pooledRounds.map(\.p99)))
         let taskStats = (p50: Stats(taskRounds.map(\.p50)), p99: Stats(taskRounds.map(\.p99)))
-        precondition(loop.timerCount(in: .common) == 0, "timers left behind")
+        precondition(loop.timerCount(forMode: .common) == 0, "timers left behind")
         Report.add(
             ResultLine(
                 scenario: "async", metric: "\(sleepers) sleeps, tasks on the loop: p50 lateness", unit: "µs",
@@ -51,7 +51,7 @@ enum AsyncTimers {
         Report.add(
             ResultLine(
                 scenario: "async", metric: "timers left on the loop after the sleeps", unit: "",
-                ours: Stats([Double(loop.timerCount(in: .common))]), comparisonName: nil, comparison: nil,
+                ours: Stats([Double(loop.timerCount(forMode: .common))]), comparisonName: nil, comparison: nil,
                 higherIsBetter: false))
         thread.shutdown()
 

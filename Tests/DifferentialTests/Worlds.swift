@@ -346,9 +346,9 @@ final class LoopWorld: World {
     override func isValid(observer: Int) -> Bool { observers[observer].isValid }
     override func isValid(timer: Int) -> Bool { timers[timer].isValid }
     override func commonItemsExist() -> Bool {
-        sources.contains { $0.isValid && loop.contains($0, inMode: .common) }
-            || observers.contains { $0.isValid && loop.contains($0, inMode: .common) }
-            || timers.contains { $0.isValid && loop.contains($0, inMode: .common) }
+        sources.contains { $0.isValid && loop.contains($0, forMode: .common) }
+            || observers.contains { $0.isValid && loop.contains($0, forMode: .common) }
+            || timers.contains { $0.isValid && loop.contains($0, forMode: .common) }
     }
     override func signal(_ source: Int) { sources[source].signal() }
     override func stop() { loop.stop() }
@@ -367,16 +367,17 @@ final class LoopWorld: World {
         var states: [String] = []
         for (index, source) in sources.enumerated() {
             states.append(
-                "S\(index) \(source.isValid ? "valid" : "invalid") in [\(modes { loop.contains(source, inMode: $0) })]")
+                "S\(index) \(source.isValid ? "valid" : "invalid") in [\(modes { loop.contains(source, forMode: $0) })]"
+            )
         }
         for (index, observer) in observers.enumerated() {
             states.append(
-                "O\(index) \(observer.isValid ? "valid" : "invalid") in [\(modes { loop.contains(observer, inMode: $0) })]"
+                "O\(index) \(observer.isValid ? "valid" : "invalid") in [\(modes { loop.contains(observer, forMode: $0) })]"
             )
         }
         for (index, timer) in timers.enumerated() {
             states.append(
-                "T\(index) \(timer.isValid ? "valid" : "invalid") in [\(modes { loop.contains(timer, inMode: $0) })]")
+                "T\(index) \(timer.isValid ? "valid" : "invalid") in [\(modes { loop.contains(timer, forMode: $0) })]")
         }
         return states
     }

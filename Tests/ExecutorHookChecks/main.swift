@@ -63,7 +63,7 @@
 
     /// The timers of the default executor's loops (their threads run the default mode).
     func defaultExecutorTimers() -> Int {
-        LoopGroupExecutor.standard.group.threads.reduce(0) { $0 + $1.loop.timerCount(in: .common) }
+        LoopGroupExecutor.standard.group.threads.reduce(0) { $0 + $1.loop.timerCount(forMode: .common) }
     }
 
     /// A log of the main thread (main-actor jobs and main-loop callouts both run there).
@@ -291,7 +291,7 @@
         }
         check(
             "shutdown: the pinned actors sleep on their loops",
-            await eventually { threads.allSatisfy { $0.loop.timerCount(in: .common) == 1 } })
+            await eventually { threads.allSatisfy { $0.loop.timerCount(forMode: .common) == 1 } })
         let shutdowns = threads.map { thread in
             Task.detached { () -> Bool in
                 thread.shutdown()

@@ -91,7 +91,7 @@ struct ActivityStreamTests {
     func secondIterationStartsFresh() async throws {
         let (loop, _) = makeManualLoopForActivities()
         loop.add(LoopSource {}, forMode: .default)  // a mode with an item: runs notify entry and exit
-        let stream = loop.activities([.entry, .exit], in: [.default])
+        let stream = loop.activities([.entry, .exit], inModes: [.default])
         loop.run(.default, for: .zero)  // E X, for the first iterator only
         var first = stream.makeAsyncIterator()
         var second = stream.makeAsyncIterator()  // observes from here
@@ -130,7 +130,7 @@ struct ActivityStreamTests {
         let (loop, _) = makeManualLoopForActivities()
         defer { loop.tearDown() }  // the loop is no thread's: nothing else lets go of its items
         loop.add(LoopSource {}, forMode: .default)
-        let buffering: LoopActivityBuffering = dropOldest ? .dropOldest(capacity: 3) : .dropNewest(capacity: 3)
+        let buffering: LoopBuffering = dropOldest ? .dropOldest(capacity: 3) : .dropNewest(capacity: 3)
         var iterator = loop.activities([.entry, .exit], buffering: buffering).makeAsyncIterator()
         for _ in 0..<5 { loop.run(.default, for: .zero) }  // 10 events, nobody consuming
         var delivered: [String] = []

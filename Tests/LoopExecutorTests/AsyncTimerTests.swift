@@ -17,9 +17,9 @@ struct AsyncTimerTests {
         let start = ContinuousClock.now
         try await thread.loop.sleep(for: .milliseconds(30))
         #expect(ContinuousClock.now - start >= .milliseconds(30))
-        #expect(thread.loop.timerCount(in: .common) == 0)
+        #expect(thread.loop.timerCount(forMode: .common) == 0)
         try await thread.loop.clock().sleep(for: .milliseconds(5))  // the Clock conformance
-        #expect(thread.loop.timerCount(in: .common) == 0)
+        #expect(thread.loop.timerCount(forMode: .common) == 0)
     }
 
     @Test("Cancellation before a sleep throws at once and schedules nothing")
@@ -32,7 +32,7 @@ struct AsyncTimerTests {
             try await loop.sleep(for: .seconds(60))
         }
         await #expect(throws: CancellationError.self) { try await task.value }
-        #expect(loop.timerCount(in: .common) == 0)
+        #expect(loop.timerCount(forMode: .common) == 0)
     }
 
     @Test("Cancellation during a sleep removes the timer at once and throws CancellationError")
@@ -41,12 +41,12 @@ struct AsyncTimerTests {
         defer { thread.shutdown() }
         let loop = thread.loop
         let task = Task { try await loop.sleep(for: .seconds(60)) }
-        #expect(await eventually { loop.timerCount(in: .common) == 1 })
+        #expect(await eventually { loop.timerCount(forMode: .common) == 1 })
         let start = ContinuousClock.now
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(ContinuousClock.now - start < .seconds(30))
-        #expect(loop.timerCount(in: .common) == 0)
+        #expect(loop.timerCount(forMode: .common) == 0)
     }
 
     @Test("Cancellation after a sleep finished changes nothing")
@@ -57,7 +57,7 @@ struct AsyncTimerTests {
         let task = Task { try await loop.sleep(for: .milliseconds(1)) }
         try await task.value
         task.cancel()
-        #expect(loop.timerCount(in: .common) == 0)
+        #expect(loop.timerCount(forMode: .common) == 0)
     }
 
     @Test("A sleep whose loop's thread ends throws LoopEndedError; so does one on an ended loop")
@@ -65,7 +65,7 @@ struct AsyncTimerTests {
         let thread = try LoopThread(name: "ending")
         let loop = thread.loop
         let sleeper = Task { try await loop.sleep(for: .seconds(60)) }
-        #expect(await eventually { loop.timerCount(in: .common) == 1 })
+        #expect(await eventually { loop.timerCount(forMode: .common) == 1 })
         await thread.shutdown()
         await #expect(throws: LoopEndedError.self) { try await sleeper.value }
         await #expect(throws: LoopEndedError.self) { try await loop.sleep(for: .milliseconds(1)) }
@@ -82,7 +82,7 @@ struct AsyncTimerTests {
             }
             try await group.waitForAll()
         }
-        #expect(loop.timerCount(in: .common) == 0)
+        #expect(loop.timerCount(forMode: .common) == 0)
     }
 
     @Test("Ticks keep their phase; a slow consumer gets the next tick with the number it missed")
@@ -119,10 +119,10 @@ struct AsyncTimerTests {
             for await _ in loop.ticks(every: .milliseconds(5)) { count += 1 }
             return count
         }
-        #expect(await eventually { loop.timerCount(in: .common) == 1 })
+        #expect(await eventually { loop.timerCount(forMode: .common) == 1 })
         consumer.cancel()
         _ = await consumer.value
-        #expect(loop.timerCount(in: .common) == 0)
+        #expect(loop.timerCount(forMode: .common) == 0)
     }
 
     @Test("Ticks stop while the loop runs another mode and resume after, counting what was missed")
@@ -130,7 +130,7 @@ struct AsyncTimerTests {
         let thread = try LoopThread(name: "ticks-modes")
         defer { thread.shutdown() }
         let loop = thread.loop
-        var iterator = loop.ticks(every: .milliseconds(10), modes: [.default]).makeAsyncIterator()
+        var iterator = loop.ticks(every: .milliseconds(10), inModes: [.default]).makeAsyncIterator()
         _ = try #require(await iterator.next())
         await loop.switchMode(to: "tracking")  // not a common mode: default timers freeze
         try await Task.sleep(for: .milliseconds(80))

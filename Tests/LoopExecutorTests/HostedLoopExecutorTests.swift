@@ -28,7 +28,7 @@ struct HostedLoopExecutorTests {
             // The task runs on the hosted loop itself (in both modes it visits), not on the global
             // pool: under the thread sanitizer, with the suite's other blocking tests holding the
             // pool's threads, a pool task could wait past the deadline before it started.
-            let executor = LoopExecutor(loop: loop, modes: [.default, "tracking"])
+            let executor = LoopExecutor(loop: loop, inModes: [.default, "tracking"])
             Task(executorPreference: executor) {
                 try await loop.sleep(for: .milliseconds(10))
                 report.append("slept")

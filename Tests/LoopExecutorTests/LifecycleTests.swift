@@ -157,7 +157,7 @@ struct LifecycleTests {
             let thread = try LoopThread(name: "pinned")
             let waiter = Waiter(thread.executor)
             let slept = Task.detached { await waiter.sleepLong() }
-            let sleeping = await eventually { thread.loop.timerCount(in: .common) == 1 }
+            let sleeping = await eventually { thread.loop.timerCount(forMode: .common) == 1 }
             precondition(sleeping, "the sleep never began")
             // Every thread of the cooperative pool but one blocks; the last one calls shutdown().
             let width = LoopThreadGroup.processorCount
@@ -244,7 +244,7 @@ struct LifecycleTests {
             let thread = try LoopThread(name: "two-consumers")
             // A mode the loop never runs: no event can resume the first consumer before the second
             // arrives (an `.entry` of the default mode did, when the thread started late).
-            nonisolated(unsafe) let iterator = thread.loop.activities(.allActivities, in: ["never-run"])
+            nonisolated(unsafe) let iterator = thread.loop.activities(.allActivities, inModes: ["never-run"])
                 .makeAsyncIterator()
             try await waitTwice {
                 var mine = iterator
@@ -261,12 +261,13 @@ struct LifecycleTests {
             _ = Loop.main.ticks(every: .seconds(1), tolerance: .milliseconds(-1))
         }
         #expect(
-            String(decoding: ticks.standardErrorContent, as: UTF8.self).contains("Loop.ticks(every:tolerance:modes:)"))
+            String(decoding: ticks.standardErrorContent, as: UTF8.self).contains("Loop.ticks(every:tolerance:inModes:)")
+        )
         let sleep = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             try await Loop.main.sleep(for: .seconds(1), tolerance: .milliseconds(-1))
         }
         #expect(
-            String(decoding: sleep.standardErrorContent, as: UTF8.self).contains("Loop.sleep(for:tolerance:modes:)"))
+            String(decoding: sleep.standardErrorContent, as: UTF8.self).contains("Loop.sleep(for:tolerance:inModes:)"))
     }
 
     @Test("After shutdown(), an enqueue traps naming the loop and the thread that shut it down")

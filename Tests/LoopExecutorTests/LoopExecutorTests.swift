@@ -48,9 +48,9 @@ struct LoopExecutorTests {
         let thread = try LoopThread(name: "shared")
         defer { thread.shutdown() }
         #expect(thread.executor === thread.loop.executor)
-        #expect(thread.loop.executor(modes: [.common]) === thread.loop.executor)
-        #expect(thread.loop.executor(modes: [.default]) !== thread.loop.executor)
-        #expect(thread.loop.executor(modes: [.default]).modes == [.default])
+        #expect(thread.loop.executor(inModes: [.common]) === thread.loop.executor)
+        #expect(thread.loop.executor(inModes: [.default]) !== thread.loop.executor)
+        #expect(thread.loop.executor(inModes: [.default]).modes == [.default])
     }
 
     @Test("Mode-aware: an actor pinned to .default pauses while the loop runs another mode")
@@ -58,7 +58,7 @@ struct LoopExecutorTests {
         let thread = try LoopThread(name: "modes")
         defer { thread.shutdown() }
         let tracking: Loop.Mode = "tracking"
-        let actor = Pinned(thread.loop.executor(modes: [.default]))
+        let actor = Pinned(thread.loop.executor(inModes: [.default]))
         let trace = Trace()
         let entered = DispatchSemaphore(value: 0)
         let leave = DispatchSemaphore(value: 0)
@@ -204,7 +204,7 @@ struct LoopExecutorTests {
         let runner = try PlatformThread.spawn(name: "alive") {
             let loop = Loop.current
             loopBox.loop = loop
-            _ = loop.executor(modes: ["jobs"])
+            _ = loop.executor(inModes: ["jobs"])
             results.append("idle:\(loop.run("jobs", for: .seconds(5)))")
             ready.signal()
             go.wait()
@@ -213,7 +213,7 @@ struct LoopExecutorTests {
         }
         defer { runner.join() }
         await ready.waitAsync()
-        let actor = Pinned(loopBox.loop!.executor(modes: ["jobs"]))
+        let actor = Pinned(loopBox.loop!.executor(inModes: ["jobs"]))
         let call = Task { await actor.call() }
         #expect(await eventually { actor.loopExecutor.pendingJobCount == 1 })
         go.signal()

@@ -189,4 +189,22 @@ struct MailboxTests {
         #expect(newest.removeFirst().map { [$0.depth, $0.dropped] } == [2, 0])
         #expect(!newest.wantsHandOff)
     }
+    @Test("The stall ring keeps the newest or the oldest reports by its policy and counts the drops")
+    func stallRing() {
+        func stall(_ depth: Int) -> Loop.Stall {
+            Loop.Stall(
+                scope: .pass, duration: .milliseconds(depth), culprit: nil, label: nil, mode: .default, depth: depth,
+                endNanoseconds: 0)
+        }
+        var newest = StallRing(.dropOldest(capacity: 2))
+        for depth in 1...4 { newest.append(stall(depth)) }
+        #expect(newest.removeFirst().map { [$0.depth, $0.dropped] } == [3, 2])
+        #expect(newest.removeFirst().map { [$0.depth, $0.dropped] } == [4, 0])
+        #expect(newest.removeFirst() == nil)
+        var oldest = StallRing(.dropNewest(capacity: 2))
+        for depth in 1...4 { oldest.append(stall(depth)) }
+        #expect(oldest.removeFirst().map { [$0.depth, $0.dropped] } == [1, 2])
+        #expect(oldest.removeFirst().map { [$0.depth, $0.dropped] } == [2, 0])
+        #expect(oldest.removeFirst() == nil)
+    }
 }

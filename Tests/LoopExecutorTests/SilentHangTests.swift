@@ -50,7 +50,7 @@ struct SilentHangTests {
     func withModeFromAPausedActor() async throws {
         let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let thread = try LoopThread(name: "with-mode")
-            let actor = DefaultModeActor(thread.loop.executor(modes: [.default]))
+            let actor = DefaultModeActor(thread.loop.executor(inModes: [.default]))
             _ = try await actor.switchAway(to: "elsewhere")
         }
         let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
@@ -63,10 +63,10 @@ struct SilentHangTests {
         let thread = try LoopThread(name: "with-mode-ok")
         defer { thread.shutdown() }
         thread.loop.addCommonMode("tracking")
-        let actor = DefaultModeActor(thread.loop.executor(modes: [.common]))
+        let actor = DefaultModeActor(thread.loop.executor(inModes: [.common]))
         let common = try await actor.switchAway(to: "tracking")
         #expect(common.mode == "tracking" && common.onLoop)  // the body ran in the mode, on the loop
-        let pinnedToBoth = DefaultModeActor(thread.loop.executor(modes: [.default, "modal"]))
+        let pinnedToBoth = DefaultModeActor(thread.loop.executor(inModes: [.default, "modal"]))
         let own = try await pinnedToBoth.switchAway(to: "modal")
         #expect(own.mode == "modal" && own.onLoop)
         #expect(await eventually { thread.loop.currentMode == .default })  // and the loop came back
@@ -80,7 +80,7 @@ struct SilentHangTests {
         let (slept, onLoop) = try await actor.nap()
         #expect(slept >= .milliseconds(2), "the sleep ended early: \(slept)")
         #expect(onLoop, "the actor came back off its loop's thread")
-        #expect(thread.loop.timerCount(in: .common) == 0)
+        #expect(thread.loop.timerCount(forMode: .common) == 0)
     }
 }
 

@@ -68,10 +68,10 @@ struct SubmitAfterTests {
                 return 1
             }
         }
-        #expect(await eventually { thread.loop.timerCount(in: .default) == 1 })
+        #expect(await eventually { thread.loop.timerCount(forMode: .default) == 1 })
         submission.cancel()
         await #expect(throws: CancellationError.self) { try await submission.value }
-        #expect(thread.loop.timerCount(in: .default) == 0)
+        #expect(thread.loop.timerCount(forMode: .default) == 0)
         let ranAtAll = ran.load(ordering: .relaxed)
         #expect(!ranAtAll)
     }
@@ -89,7 +89,7 @@ struct SubmitAfterTests {
             }
         }
         await #expect(throws: CancellationError.self) { try await submission.value }
-        #expect(thread.loop.timerCount(in: .default) == 0)
+        #expect(thread.loop.timerCount(forMode: .default) == 0)
         let ranAtAll = ran.load(ordering: .relaxed)
         #expect(!ranAtAll)
     }
@@ -124,7 +124,7 @@ struct SubmitAfterTests {
                 return "private"
             }
         }
-        #expect(await eventually { thread.loop.timerCount(in: "private") == 1 })
+        #expect(await eventually { thread.loop.timerCount(forMode: "private") == 1 })
         try await Task.sleep(for: .milliseconds(20))  // the thread runs .default meanwhile
         let ranAtAll = ran.load(ordering: .relaxed)
         #expect(!ranAtAll)
@@ -142,7 +142,7 @@ struct SubmitAfterTests {
                 return 1
             }
         }
-        #expect(await eventually { thread.loop.timerCount(in: .default) == 1 })
+        #expect(await eventually { thread.loop.timerCount(forMode: .default) == 1 })
         await thread.shutdown()
         await #expect(throws: LoopEndedError.self) { try await submission.value }
         let ranAtAll = ran.load(ordering: .relaxed)
@@ -184,7 +184,7 @@ struct SubmitAfterTests {
             seen.insert("\(answer)")
         }
         // Nothing is left behind: no timer, whatever won.
-        #expect(await eventually { thread.loop.timerCount(in: .default) == 0 })
+        #expect(await eventually { thread.loop.timerCount(forMode: .default) == 0 })
         #expect(seen.contains("cancelled"))
     }
 

@@ -25,7 +25,7 @@
             }
             let seen = Locked<(jobs: Int, timers: Int)?>(nil)
             let probe = LoopTimer(after: .milliseconds(500)) { _ in
-                seen.withLock { $0 = (executor.delayedJobCount, thread.loop.timerCount(in: .common)) }
+                seen.withLock { $0 = (executor.delayedJobCount, thread.loop.timerCount(forMode: .common)) }
             }
             thread.loop.add(probe, forMode: .default)  // not a common timer: it does not count itself
             #expect(try await sleeper.value, "the task resumed off the loop's thread")
@@ -33,7 +33,7 @@
             #expect(whileSleeping?.jobs == 1, "the sleep was not a delayed job of the executor")
             #expect(whileSleeping?.timers == 1, "the sleep was not a timer of the loop")
             #expect(executor.delayedJobCount == 0)
-            #expect(await eventually { thread.loop.timerCount(in: .common) == 0 })
+            #expect(await eventually { thread.loop.timerCount(forMode: .common) == 0 })
         }
 
         @Test(
@@ -66,7 +66,7 @@
             let thread = try LoopThread(name: "task-sleep-modes")
             defer { thread.shutdown() }
             let loop = thread.loop
-            let executor = loop.executor(modes: [.default])
+            let executor = loop.executor(inModes: [.default])
             let driver = try #require(loop.driver)
             let woke = Atomic<Bool>(false)
             let sleeper = Task(executorPreference: executor) {
@@ -85,7 +85,10 @@
             loop.add(
                 LoopTimer(after: .milliseconds(1500)) { _ in
                     inTracking.withLock {
-                        $0 = (woke.load(ordering: .acquiring), executor.delayedJobCount, loop.timerCount(in: .default))
+                        $0 = (
+                            woke.load(ordering: .acquiring), executor.delayedJobCount,
+                            loop.timerCount(forMode: .default)
+                        )
                     }
                     driver.switchMode(to: .default)
                 }, forMode: "tracking")
@@ -128,7 +131,7 @@
                 #expect(ContinuousClock.now - start < .seconds(10))
                 // The cancelled task came back to the executor: its timer went before it ran.
                 #expect(executor.delayedJobCount == 0)
-                #expect(await eventually { thread.loop.timerCount(in: .common) == 0 })
+                #expect(await eventually { thread.loop.timerCount(forMode: .common) == 0 })
             }
         }
 
@@ -148,7 +151,7 @@
             }
             #expect(await sleeper.value)
             #expect(executor.delayedJobCount == 0)
-            #expect(thread.loop.timerCount(in: .common) == 0)
+            #expect(thread.loop.timerCount(forMode: .common) == 0)
         }
 
         @Test(

@@ -20,9 +20,9 @@ struct LoopCommonModesTests {
         loop.addCommonMode(tracking)
         loop.addCommonMode(tracking)  // idempotent
         #expect(loop.commonModes == [.default, tracking])
-        #expect(loop.contains(timer, inMode: tracking))
-        #expect(loop.contains(observer, inMode: tracking))
-        #expect(loop.contains(source, inMode: tracking))
+        #expect(loop.contains(timer, forMode: tracking))
+        #expect(loop.contains(observer, forMode: tracking))
+        #expect(loop.contains(source, forMode: tracking))
         source.signal()
         loop.run(tracking, for: .zero)
         #expect(trace.text == "E source timer")
@@ -36,12 +36,12 @@ struct LoopCommonModesTests {
         let timer = LoopTimer(fireAt: .now + .seconds(60)) { _ in }
         loop.add(timer, forMode: .common)
         for mode: Loop.Mode in [.default, "a", "b", .common] {
-            #expect(loop.contains(timer, inMode: mode))
+            #expect(loop.contains(timer, forMode: mode))
         }
-        #expect(!loop.contains(timer, inMode: "c"))
+        #expect(!loop.contains(timer, forMode: "c"))
         loop.remove(timer, forMode: .common)
         for mode: Loop.Mode in [.default, "a", "b", .common] {
-            #expect(!loop.contains(timer, inMode: mode))
+            #expect(!loop.contains(timer, forMode: mode))
         }
         #expect(timer.isValid)
     }
@@ -53,11 +53,11 @@ struct LoopCommonModesTests {
         let observer = LoopObserver(activities: .entry) { _, _ in }
         loop.add(observer, forMode: .common)
         loop.remove(observer, forMode: "a")
-        #expect(!loop.contains(observer, inMode: "a"))
-        #expect(loop.contains(observer, inMode: .default))
-        #expect(loop.contains(observer, inMode: .common))
+        #expect(!loop.contains(observer, forMode: "a"))
+        #expect(loop.contains(observer, forMode: .default))
+        #expect(loop.contains(observer, forMode: .common))
         loop.addCommonMode("b")
-        #expect(loop.contains(observer, inMode: "b"))
+        #expect(loop.contains(observer, forMode: "b"))
     }
 
     @Test("R64 an item added directly to a mode that later becomes common is not a common item")
@@ -66,9 +66,9 @@ struct LoopCommonModesTests {
         let source = LoopSource {}
         loop.add(source, forMode: "a")
         loop.addCommonMode("a")
-        #expect(!loop.contains(source, inMode: .common))
+        #expect(!loop.contains(source, forMode: .common))
         loop.addCommonMode("b")
-        #expect(!loop.contains(source, inMode: "b"))
+        #expect(!loop.contains(source, forMode: "b"))
     }
 
     @Test("R62 R64 a common source removed from every mode still reaches a mode made common later")
@@ -100,9 +100,9 @@ struct LoopCommonModesTests {
         loop.add(source, forMode: .common)
         loop.add(timer, forMode: .common)
         loop.add(observer, forMode: .common)
-        #expect(loop.contains(source, inMode: .default) && loop.contains(source, inMode: "modal"))
-        #expect(loop.contains(timer, inMode: .default) && loop.contains(timer, inMode: "modal"))
-        #expect(loop.contains(observer, inMode: .default) && loop.contains(observer, inMode: "modal"))
+        #expect(loop.contains(source, forMode: .default) && loop.contains(source, forMode: "modal"))
+        #expect(loop.contains(timer, forMode: .default) && loop.contains(timer, forMode: "modal"))
+        #expect(loop.contains(observer, forMode: .default) && loop.contains(observer, forMode: "modal"))
         timer.invalidate()
     }
 }

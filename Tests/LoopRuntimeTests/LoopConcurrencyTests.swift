@@ -144,7 +144,7 @@ struct LoopConcurrencyTests {
         #expect(timersFired.count == expectedTimers)
         #expect(performs.count >= 1 && performs.count <= 4 * iterations)
         #expect(!source.isSignalled)
-        #expect(loop.nextFireDate(in: .default) == nil)
+        #expect(loop.nextFireDate(forMode: .default) == nil)
     }
 
     @Test("R7 a loop on its own thread serves many senders; stop from outside ends it")

@@ -81,7 +81,7 @@ struct LoopDescriptorInterestTests {
         // Always writable now, but no longer asked for: no more callouts, no spinning.
         #expect(loop.run(.default, for: .milliseconds(30)) == .timedOut)
         #expect(trace.text == "writable")
-        #expect(loop.contains(source, inMode: .default))
+        #expect(loop.contains(source, forMode: .default))
         sockets.sendFromPeer()
         #expect(loop.run(.default, for: .seconds(10), returnAfterSourceHandled: true) == .handledSource)
         #expect(trace.text == "writable readable")

@@ -129,16 +129,16 @@ struct LoopDescriptorSourceTests {
         let source = LoopDescriptorSource(descriptor: 42, events: .readable) { _, _ in performed.increment() }
         try loop.add(source, forMode: .common)
         loop.addCommonMode("tracking")
-        #expect(loop.contains(source, inMode: .default) && loop.contains(source, inMode: "tracking"))
+        #expect(loop.contains(source, forMode: .default) && loop.contains(source, forMode: "tracking"))
         #expect(waiter.state.withLock { $0.registered[42] != nil })
         waiter.makeReady(42, flags: CLOOP_EPOLLIN)
         loop.run("tracking", for: .zero)
         loop.run(.default, for: .zero)
         #expect(performed.count == 2)  // level-triggered: still ready
         loop.remove(source, forMode: "tracking")
-        #expect(loop.contains(source, inMode: .common))
+        #expect(loop.contains(source, forMode: .common))
         loop.remove(source, forMode: .common)
-        #expect(!loop.contains(source, inMode: .default))
+        #expect(!loop.contains(source, forMode: .default))
         #expect(waiter.state.withLock { $0.registered[42] == nil })
         #expect(source.isValid)
     }
@@ -173,7 +173,7 @@ struct LoopDescriptorSourceTests {
         let closed = LoopDescriptorSource(descriptor: 9_999, events: .readable) { _, _ in }
         let error = #expect(throws: LoopSystemError.self) { try loop.add(closed, forMode: .default) }
         #expect(error?.call == "epoll_ctl" && error?.errno == EBADF)
-        #expect(!loop.contains(closed, inMode: .default))
+        #expect(!loop.contains(closed, forMode: .default))
 
         let first = LoopDescriptorSource(descriptor: pipe.reader, events: .readable) { _, _ in }
         try loop.add(first, forMode: .default)
@@ -181,7 +181,7 @@ struct LoopDescriptorSourceTests {
         let twice = #expect(throws: LoopSystemError.self) { try loop.add(second, forMode: .common) }
         #expect(twice?.errno == EEXIST)
         #expect(twice?.description.contains("already watched by another LoopDescriptorSource") == true)
-        #expect(!loop.contains(second, inMode: .common))
+        #expect(!loop.contains(second, forMode: .common))
 
         let file = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
         defer { _ = Glibc.close(file) }

@@ -53,7 +53,7 @@ struct LoopObserverTests {
         loop.add(observer, forMode: .default)
         loop.add(observer, forMode: .default)
         loop.add(observer, forMode: .common)  // default is common: still one membership
-        #expect(loop.contains(observer, inMode: .default))
+        #expect(loop.contains(observer, forMode: .default))
         loop.add(keepAliveSource(), forMode: .default)
         loop.run(.default, for: .zero)
         #expect(trace.text == "E")
@@ -95,7 +95,7 @@ struct LoopObserverTests {
         loop.run(.default, for: .zero)
         #expect(trace.text == "E:true")
         #expect(!observer.isValid)
-        #expect(!loop.contains(observer, inMode: .default))
+        #expect(!loop.contains(observer, forMode: .default))
     }
 
     @Test("R29 an observer in its callout hears nothing from a nested run; others do")
@@ -138,9 +138,9 @@ struct LoopObserverTests {
         loop.run(.default, for: .zero)
         #expect(trace.text == "E")
         #expect(!observer.isValid)
-        #expect(!loop.contains(observer, inMode: .default) && !loop.contains(observer, inMode: "other"))
+        #expect(!loop.contains(observer, forMode: .default) && !loop.contains(observer, forMode: "other"))
         loop.add(observer, forMode: .default)  // invalid: no-op
-        #expect(!loop.contains(observer, inMode: .default))
+        #expect(!loop.contains(observer, forMode: .default))
     }
 
     @Test("R24 observers attached to no mode cost nothing: the mode's mask is empty")

@@ -202,6 +202,6 @@ struct LoopPassTests {
         #expect(loop.run(.default, for: .zero) == .timedOut)
         #expect(trace.text == "first second nested done")
         #expect(!first.isValid && !second.isValid)
-        #expect(loop.timerCount(in: .default) == 0)
+        #expect(loop.timerCount(forMode: .default) == 0)
     }
 }

@@ -94,7 +94,7 @@ struct LoopPortTests {
         #expect(port.invalidate() == [1, 2])
         #expect(!port.isValid)
         #expect(throws: LoopPort<Int>.SendError.invalidated) { try port.send(3) }
-        #expect(!loop.contains(port, inMode: .default))
+        #expect(!loop.contains(port, forMode: .default))
     }
 
     @Test("Bad input: a send to a port whose loop thread ended returns an error to the sender")

@@ -161,12 +161,12 @@ struct LoopSourceTests {
         #expect(performed.count == 1)
         source.invalidate()
         #expect(Set(cancels.all) == ["A", "B"])
-        #expect(!loopA.contains(source, inMode: .default) && !loopB.contains(source, inMode: "b"))
+        #expect(!loopA.contains(source, forMode: .default) && !loopB.contains(source, forMode: "b"))
 
         let invalid = LoopSource {}
         invalid.invalidate()
         loopA.add(invalid, forMode: .default)
-        #expect(!loopA.contains(invalid, inMode: .default))
+        #expect(!loopA.contains(invalid, forMode: .default))
         #expect(loopA.run(.default, for: .zero) == .finished)
     }
 

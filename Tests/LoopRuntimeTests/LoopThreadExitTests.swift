@@ -49,13 +49,13 @@ struct LoopThreadExitTests {
         let loop = try #require(loopBox.withLock { $0 })
         #expect(Set(trace.all) == ["cancel:default", "cancel:tracking"])
         #expect(source.isValid && timer.isValid && observer.isValid)  // detached, still valid
-        #expect(!loop.contains(source, inMode: .default))
-        #expect(!loop.contains(timer, inMode: .default))
-        #expect(!loop.contains(observer, inMode: .default))
+        #expect(!loop.contains(source, forMode: .default))
+        #expect(!loop.contains(timer, forMode: .default))
+        #expect(!loop.contains(observer, forMode: .default))
         #expect(blockRan.count == 0)
         #expect(!loop.perform { blockRan.increment() })  // no longer accepts work
         loop.add(timer, forMode: .default)  // a torn-down loop takes nothing
-        #expect(!loop.contains(timer, inMode: .default))
+        #expect(!loop.contains(timer, forMode: .default))
     }
 
     @Test("R5 thread exit closes every descriptor the loop owns")

@@ -75,7 +75,7 @@ struct LoopThreadTests {
         let source = LoopSource { performed.increment() }
         thread.loop.add(source, forMode: .default)
         try thread.perform(waitUntilDone: true) {}
-        #expect(thread.loop.contains(source, inMode: .default))
+        #expect(thread.loop.contains(source, forMode: .default))
         source.signal()
         #expect(eventually { performed.count == 1 })
     }

@@ -39,12 +39,12 @@ struct LoopTimerTests {
         loop.add(timer, forMode: .default)
         loop.add(timer, forMode: .default)
         loop.add(timer, forMode: "tracking")
-        #expect(loop.contains(timer, inMode: .default) && loop.contains(timer, inMode: "tracking"))
+        #expect(loop.contains(timer, forMode: .default) && loop.contains(timer, forMode: "tracking"))
         loop.run(.default, for: .milliseconds(15))  // fires at 10
         loop.run("tracking", for: .milliseconds(10))  // fires at 20, same schedule
         loop.run(.default, for: .milliseconds(10))  // fires at 30
         #expect(fires.text == "default@10 tracking@20 default@30")
-        #expect(loop.nextFireDate(in: .default) == loop.nextFireDate(in: "tracking"))
+        #expect(loop.nextFireDate(forMode: .default) == loop.nextFireDate(forMode: "tracking"))
         timer.invalidate()  // its handler holds the loop, which holds it: no leak
     }
 
@@ -157,7 +157,7 @@ struct LoopTimerTests {
         loop.run(.default, for: .zero)
         #expect(validInCallout.withLock { $0 } == true)
         #expect(!timer.isValid)
-        #expect(!loop.contains(timer, inMode: .default))
+        #expect(!loop.contains(timer, forMode: .default))
     }
 
     @Test("R37 a repeating timer skips missed fire points and keeps its phase")
@@ -241,8 +241,8 @@ struct LoopTimerTests {
         loop.add(moved, forMode: .common)
         loop.addCommonMode("tracking")
         moved.setFireDate(waiter.virtualNow + .milliseconds(5))
-        #expect(loop.nextFireDate(in: "tracking") == LoopTime.instant(start + 5_000_000))
-        #expect(loop.nextFireDate(in: .default) == LoopTime.instant(start + 5_000_000))
+        #expect(loop.nextFireDate(forMode: "tracking") == LoopTime.instant(start + 5_000_000))
+        #expect(loop.nextFireDate(forMode: .default) == LoopTime.instant(start + 5_000_000))
         loop.run("tracking", for: .seconds(1))
         #expect(fires.text == "moved@5 early")
 
@@ -416,13 +416,13 @@ struct LoopTimerTests {
     @Test("R44 the loop reports the next fire date of a mode, none without timers")
     func nextFireDate() {
         let (loop, waiter) = makeManualLoop()
-        #expect(loop.nextFireDate(in: .default) == nil)
+        #expect(loop.nextFireDate(forMode: .default) == nil)
         let date = waiter.virtualNow + .seconds(3)
         loop.add(LoopTimer(fireAt: date + .seconds(1)) { _ in }, forMode: .default)
         loop.add(LoopTimer(fireAt: date) { _ in }, forMode: .default)
-        #expect(loop.nextFireDate(in: .default) == date)
-        #expect(loop.nextFireDate(in: "elsewhere") == nil)
-        #expect(loop.nextFireDate(in: .common) == date)
+        #expect(loop.nextFireDate(forMode: .default) == date)
+        #expect(loop.nextFireDate(forMode: "elsewhere") == nil)
+        #expect(loop.nextFireDate(forMode: .common) == date)
     }
 
     @Test("R37 the next fire date lands strictly after now, whole intervals from the scheduled date")

@@ -35,7 +35,7 @@ struct TimerBatchTests {
         // R36: each fired one-shot timer was invalidated, and the loop let go of every one of them
         // (the batch's references are released in memory order after it) before the run returned.
         #expect(released.count == count)
-        #expect(loop.timerCount(in: .default) == 0)
+        #expect(loop.timerCount(forMode: .default) == 0)
         #expect(loop.run(.default, for: .zero) == .finished)
     }
 
@@ -55,7 +55,7 @@ struct TimerBatchTests {
         }
         for timer in timers.shuffled() { timer.invalidate() }
         timers = []
-        #expect(loop.timerCount(in: .default) == 1)
+        #expect(loop.timerCount(forMode: .default) == 1)
         // Before any pass: the invalidations compacted the heap and let go of the timers. At most
         // the few still marked stale (fewer than the live ones) wait for the pass.
         #expect(released.count >= count - 1)
@@ -66,7 +66,7 @@ struct TimerBatchTests {
         let capacity = loop.lock.withLock { loop.state.modes[.default]!.timerHeap.capacity }
         #expect(capacity * MemoryLayout<TimerHeap.Entry>.stride < TimerEntryBuffer.mappingGranule)
         #expect(capacity < count / 2)
-        #expect(loop.nextFireDate(in: .default) == keep.fireDate)
+        #expect(loop.nextFireDate(forMode: .default) == keep.fireDate)
     }
 
     @Test("R39 an invalidated timer is let go of at once by a loop that never runs again")
@@ -200,7 +200,7 @@ struct TimerBatchTests {
         // The waiting timer fires once, in the nested run; the outer batch then finds it stale.
         #expect(trace.text == "first modal waiting nested:timedOut first-released")
         #expect(!waiting.isValid)
-        #expect(loop.timerCount(in: .default) == 0)
+        #expect(loop.timerCount(forMode: .default) == 0)
     }
 
     @Test("M5 a positive interval below a nanosecond still repeats, at loop time's resolution")
@@ -249,7 +249,7 @@ struct TimerBatchTests {
                 invalidated[index].set(true)
             }
             // invalidate() leaves every mode before it returns, fired or not.
-            #expect(thread.loop.timerCount(in: .default) == 0)
+            #expect(thread.loop.timerCount(forMode: .default) == 0)
             thread.shutdown()
             #expect(lateCalls.count == 0)
             #expect(calls.count <= count)

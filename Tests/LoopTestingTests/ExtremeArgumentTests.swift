@@ -95,13 +95,13 @@ struct ExtremeArgumentTests {
             Task { for await _ in loop.ticks(every: extreme) {} },
             Task { for await _ in loop.stalls(longerThan: extreme) {} },
         ]
-        #expect(await eventually { loop.timerCount(in: .common) == 5 })  // the sleeps' and the ticks'
+        #expect(await eventually { loop.timerCount(forMode: .common) == 5 })  // the sleeps' and the ticks'
         for wait in waits { wait.cancel() }
         for wait in waits.prefix(4) {
             await #expect(throws: CancellationError.self) { try await wait.value }
         }
         for wait in waits.dropFirst(4) { _ = await wait.result }
-        #expect(await eventually { loop.timerCount(in: .common) == 0 })
+        #expect(await eventually { loop.timerCount(forMode: .common) == 0 })
     }
 
     @Test("A test loop: a stall timeout, an advance and a sleep of .seconds(Int64.max)")
@@ -110,14 +110,14 @@ struct ExtremeArgumentTests {
         let sleeper = Task { try await loop.loop.sleep(for: .seconds(Int64.max)) }
         // The task starts on the pool: its timer is in only once it has reached the sleep (a
         // run-until-idle before that finds the loop idle, and the count below once read 0).
-        #expect(await eventually { loop.loop.timerCount(in: .common) == 1 })
+        #expect(await eventually { loop.loop.timerCount(forMode: .common) == 1 })
         try await loop.runUntilIdle()
         try await loop.advance(by: .seconds(1_000_000))
         // The clock saturates at the end of loop time, which is "never": the sleep still waits.
         try await loop.advance(by: .seconds(Int64.max))
         try await loop.advance(by: .seconds(Int64.max))
         #expect(loop.elapsed > .seconds(1_000_000))
-        #expect(loop.loop.timerCount(in: .common) == 1)
+        #expect(loop.loop.timerCount(forMode: .common) == 1)
         sleeper.cancel()
         await #expect(throws: CancellationError.self) { try await sleeper.value }
         await loop.shutdown()
@@ -132,7 +132,7 @@ struct ExtremeArgumentTests {
         let thread = try LoopThread(name: "extreme-buffers")
         defer { thread.shutdown() }
         let loop = thread.loop
-        for buffering in [LoopActivityBuffering.dropOldest(capacity: capacity), .dropNewest(capacity: capacity)] {
+        for buffering in [LoopBuffering.dropOldest(capacity: capacity), .dropNewest(capacity: capacity)] {
             var ring = ActivityRing(buffering)
             let event = LoopActivityEvent(activity: .entry, mode: .default, time: .now, depth: 1, dropped: 0)
             for _ in 0..<100 { ring.append(event) }
@@ -158,7 +158,9 @@ struct ExtremeArgumentTests {
         loop.stopTracing()
         #expect(!loop.trace.events.isEmpty)
         #expect(loop.trace.dropped == 0)
-        let stalls = Task { for await _ in loop.stalls(longerThan: .seconds(60), bufferingNewest: capacity) {} }
+        let stalls = Task {
+            for await _ in loop.stalls(longerThan: .seconds(60), buffering: .dropOldest(capacity: capacity)) {}
+        }
         stalls.cancel()
         _ = await stalls.result
     }

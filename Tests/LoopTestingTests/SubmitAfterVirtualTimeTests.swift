@@ -30,12 +30,12 @@ struct SubmitAfterVirtualTimeTests {
         let work = DelayedWork(loop.executor)
         let submission = await work.start(after: .seconds(5))
         try await loop.runUntilIdle()
-        #expect(loop.loop.timerCount(in: .default) == 1)
+        #expect(loop.loop.timerCount(forMode: .default) == 1)
         try await loop.advance(by: .milliseconds(4_999))
-        #expect(loop.loop.timerCount(in: .default) == 1)
+        #expect(loop.loop.timerCount(forMode: .default) == 1)
         try await loop.advance(by: .milliseconds(1))
         #expect(try await submission.value == .seconds(5))
-        #expect(loop.loop.timerCount(in: .default) == 0)
+        #expect(loop.loop.timerCount(forMode: .default) == 0)
         await loop.shutdown()
     }
 }

@@ -20,14 +20,14 @@
             }
             try await loop.runUntilIdle()  // the task runs up to its sleep
             #expect(loop.executor.delayedJobCount == 1)
-            #expect(loop.loop.timerCount(in: .common) == 1)
+            #expect(loop.loop.timerCount(forMode: .common) == 1)
             try await loop.advance(by: .seconds(59))
             #expect(log.all.isEmpty)
             try await loop.advance(by: .seconds(1))
             // advance returned with the loop idle: the woken task already ran, on the loop.
             #expect(log.text == "woke@60000 on loop true")
             try await sleeper.value
-            #expect(loop.loop.timerCount(in: .common) == 0)
+            #expect(loop.loop.timerCount(forMode: .common) == 0)
         }
 
         @Test("SchedulingExecutor: a sleep's tolerance lets it wake with a later timer on virtual time (SPEC R43)")
@@ -67,12 +67,12 @@
                 }
             }
             try await loop.runUntilIdle()
-            #expect(loop.loop.timerCount(in: .common) == 1)
+            #expect(loop.loop.timerCount(forMode: .common) == 1)
             sleeper.cancel()
             #expect(await sleeper.value)
             try await loop.runUntilIdle()
             #expect(loop.executor.delayedJobCount == 0)
-            #expect(loop.loop.timerCount(in: .common) == 0)
+            #expect(loop.loop.timerCount(forMode: .common) == 0)
             #expect(loop.elapsed == .zero)
         }
 

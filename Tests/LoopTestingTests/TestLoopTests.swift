@@ -91,14 +91,14 @@ struct TestLoopTests {
         // returns, it is asleep. (A Task made here would start on the global pool, at its leisure.)
         let nap = await napper.startNap(.seconds(1))
         try await loop.runUntilIdle()
-        #expect(loop.loop.timerCount(in: .default) == 1)
+        #expect(loop.loop.timerCount(forMode: .default) == 1)
         try await loop.advance(by: .milliseconds(999))
         #expect(await napper.woke == nil)
         try await loop.advance(by: .milliseconds(1))
         // advance returned with the loop idle: the resumed task already ran on the loop.
         #expect(await napper.woke == 1_000)
         #expect(try await nap.value == true)
-        #expect(loop.loop.timerCount(in: .default) == 0)
+        #expect(loop.loop.timerCount(forMode: .default) == 0)
     }
 
     @Test("Tick sequences deliver one tick per grid point as time advances, with the dates")
@@ -255,7 +255,7 @@ struct TestLoopTests {
     @Test("Awaiting an actor whose modes exclude the loop's current mode is reported, not left hanging")
     func modeStallIsReported() async throws {
         let loop = try TestLoop(name: "mode stall", stallTimeout: .milliseconds(300))
-        let napper = Napper(executor: loop.loop.executor(modes: [.default]))
+        let napper = Napper(executor: loop.loop.executor(inModes: [.default]))
         #expect(await loop.loop.switchMode(to: "tracking"))
         // The call waits for the default mode, which never comes: reported, and the shutdown's
         // drain runs the job, so the await returns.

@@ -50,7 +50,7 @@ struct DebouncedSearchTests {
 
         try await loop.advance(by: .milliseconds(1))
         #expect(await search.queries == ["swi"])
-        #expect(loop.loop.timerCount(in: .common) == 0)  // no sleep is left behind
+        #expect(loop.loop.timerCount(forMode: .common) == 0)  // no sleep is left behind
     }
 
     @Test("Two bursts apart are two searches")
@@ -85,7 +85,7 @@ actor Autosave: LoopActor {
 
     func start() {
         ticking = Task {
-            for await tick in loopExecutor.loop.ticks(every: interval, modes: [.default]) where dirty {
+            for await tick in loopExecutor.loop.ticks(every: interval, inModes: [.default]) where dirty {
                 dirty = false
                 saves.append((tick.date, tick.missed))
             }

@@ -12,7 +12,7 @@
         /// This is how `Task.sleep` reaches the executor: a sleep in a task that prefers this
         /// executor (`withTaskExecutorPreference(executor) { … }`, `Task(executorPreference:)`) is
         /// a loop timer. It fires only while the loop runs one of the executor's modes (so the sleep
-        /// pauses while the loop runs another), shows in `Loop.timerCount(in:)` meanwhile, and a
+        /// pauses while the loop runs another), shows in `Loop.timerCount(forMode:)` meanwhile, and a
         /// cancelled sleep removes its timer as soon as the cancelled task comes back to this
         /// executor. When the loop stops accepting items, waiting jobs run at once (a `Task.sleep`
         /// returns early, its task is not cancelled); a job scheduled after that runs at once too,

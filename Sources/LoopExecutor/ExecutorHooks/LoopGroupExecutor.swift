@@ -198,7 +198,7 @@
                     // Never past the loop's next timer: the spin must not make a timer late.
                     var now = ContinuousClock.now
                     var deadline = now + Self.spinBeforeWaiting
-                    if let mode = loop.currentMode, let next = loop.nextFireDate(in: mode), next < deadline {
+                    if let mode = loop.currentMode, let next = loop.nextFireDate(forMode: mode), next < deadline {
                         deadline = next
                     }
                     directory.beginWatch(by: lane, at: now)

@@ -31,7 +31,7 @@ import Synchronization
 /// `LoopThread`: the thread that called `shutdown()`): the job could never run and its task would
 /// stay suspended forever.
 ///
-/// Get executors with `Loop.executor` or `Loop.executor(modes:)`
+/// Get executors with `Loop.executor` or `Loop.executor(inModes:)`
 /// (shared: actors on the same loop and modes then switch without a hop), or
 /// `LoopThread.executor`.
 ///
@@ -59,7 +59,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         private(set) var delayedJobs: DelayedJobs!
     #endif
 
-    /// Creates an executor of its own on `loop`. Prefer `Loop.executor(modes:)`,
+    /// Creates an executor of its own on `loop`. Prefer `Loop.executor(inModes:)`,
     /// which shares one executor per loop and mode list.
     ///
     /// The executor lives as long as something holds it (an actor pinned to it, a task that prefers
@@ -73,7 +73,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     ///   - modes: The modes in which jobs run; must not be empty. Defaults to `Loop.Mode.common`.
     ///   - label: The name of the jobs' callouts in stall reports and traces (a static string).
     ///     Defaults to none.
-    public init(loop: Loop, modes: [Loop.Mode] = [.common], label: StaticString? = nil) {
+    public init(loop: Loop, inModes modes: [Loop.Mode] = [.common], label: StaticString? = nil) {
         self.loop = loop
         serial = LoopSerialExecutor(loop: loop, modes: modes, label: label)
         unownedSerial = serial.unownedSerial
@@ -181,15 +181,15 @@ extension Loop {
     /// without a hop.
     ///
     /// - Important: Safe from any thread.
-    public var executor: LoopExecutor { executor(modes: [.common]) }
+    public var executor: LoopExecutor { executor(inModes: [.common]) }
 
     /// The loop's shared executor for `modes` (one per loop and mode list, while it is in use: the
     /// loop does not keep it alive).
     ///
     /// - Parameter modes: The modes in which the jobs run; must not be empty.
     /// - Important: Safe from any thread.
-    public func executor(modes: [Mode]) -> LoopExecutor {
-        attachment(for: modes, make: { LoopExecutor(loop: self, modes: modes) })
+    public func executor(inModes modes: [Mode]) -> LoopExecutor {
+        attachment(for: modes, make: { LoopExecutor(loop: self, inModes: modes) })
     }
 }
 

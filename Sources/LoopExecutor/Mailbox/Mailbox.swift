@@ -84,7 +84,7 @@ struct MailboxState<Buffer: MailboxBuffer, Continuation: Sendable>: Sendable {
         /// on that loop (see "How a waiter pinned to a loop gets back onto it").
         let hopTarget: LoopSerialExecutor?
         /// The task runs on the producer's loop thread, so each resumption costs that loop a pass:
-        /// it is handed elements only at batch points (see `Loop.activities(_:in:buffering:)`).
+        /// it is handed elements only at batch points (see `Loop.activities(_:inModes:buffering:)`).
         let takesBatches: Bool
     }
 

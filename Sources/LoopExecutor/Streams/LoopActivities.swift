@@ -42,10 +42,12 @@ public struct LoopActivityEvent: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// What an activity stream keeps when its consumer falls behind.
+/// What a loop's event stream keeps when its consumer falls behind: an activity stream
+/// (`Loop.activities(_:inModes:buffering:)`) or a stall stream (`Loop.stalls(longerThan:buffering:)`).
+/// The events dropped are counted in the next one delivered (`dropped`).
 ///
 /// - Important: A value type; safe from any thread.
-public enum LoopActivityBuffering: Sendable, Hashable {
+public enum LoopBuffering: Sendable, Hashable {
     /// Keep the newest `capacity` events, dropping the oldest (for "what is the loop doing now").
     case dropOldest(capacity: Int)
     /// Keep the oldest `capacity` events, dropping new ones (for "what happened first").
@@ -99,8 +101,8 @@ extension Loop {
     ///   thread's executors stop, or its thread exits.
     public func activities(
         _ activities: Activity = .allActivities,
-        in modes: [Mode] = [.common],
-        buffering: LoopActivityBuffering = .dropOldest(capacity: 1024)
+        inModes modes: [Mode] = [.common],
+        buffering: LoopBuffering = .dropOldest(capacity: 1024)
     ) -> LoopActivities {
         precondition(buffering.capacity > 0, "Loop.activities: the buffer capacity must be positive.")
         precondition(!modes.isEmpty, "Loop.activities: the mode list is empty, so nothing would be observed.")
@@ -109,7 +111,7 @@ extension Loop {
 }
 
 /// The activities of a loop as an async sequence; see
-/// `Loop.activities(_:in:buffering:)`.
+/// `Loop.activities(_:inModes:buffering:)`.
 ///
 /// - Important: Safe from any thread; each iterator belongs to one task. Two tasks waiting in
 ///   `next()` on one iterator at once is a programmer error and traps (the second would otherwise
@@ -121,11 +123,11 @@ public struct LoopActivities: AsyncSequence, Sendable {
     let loop: Loop
     let activities: Loop.Activity
     let modes: [Loop.Mode]
-    let buffering: LoopActivityBuffering
+    let buffering: LoopBuffering
     /// The observer added when the stream was made, for the first iterator.
     private let first: FirstIteratorMailbox<ActivityRing>
 
-    init(loop: Loop, activities: Loop.Activity, modes: [Loop.Mode], buffering: LoopActivityBuffering) {
+    init(loop: Loop, activities: Loop.Activity, modes: [Loop.Mode], buffering: LoopBuffering) {
         self.loop = loop
         self.activities = activities
         self.modes = modes
@@ -166,7 +168,7 @@ public struct LoopActivities: AsyncSequence, Sendable {
 
     /// A mailbox fed by a new observer (order `Int.max`) in the stream's modes.
     private static func startObserving(
-        loop: Loop, activities requested: Loop.Activity, modes: [Loop.Mode], buffering: LoopActivityBuffering
+        loop: Loop, activities requested: Loop.Activity, modes: [Loop.Mode], buffering: LoopBuffering
     ) -> Mailbox<ActivityRing> {
         let mailbox = Mailbox(
             on: loop, buffer: ActivityRing(buffering), name: "LoopActivities", noun: "activity stream",
@@ -176,7 +178,7 @@ public struct LoopActivities: AsyncSequence, Sendable {
         // not `unowned(unsafe)`: each use of the latter retains and releases.
         let observedLoop = Unmanaged.passUnretained(loop)
         // `afterWaiting` and `exit` hand a batch to a consumer on the loop's thread (see
-        // `Loop.activities(_:in:buffering:)`), so they are observed whatever was asked for.
+        // `Loop.activities(_:inModes:buffering:)`), so they are observed whatever was asked for.
         let observer = LoopObserver(recordingActivities: requested.union([.afterWaiting, .exit]), order: .max) {
             _, activity in
             let isBatchPoint = activity == .afterWaiting || activity == .exit
@@ -206,10 +208,10 @@ struct ActivityRing: MailboxBuffer {
     private var head = 0
     private var count = 0
     private var droppedSinceLast = 0
-    private let policy: LoopActivityBuffering
+    private let policy: LoopBuffering
     private let capacity: Int
 
-    init(_ policy: LoopActivityBuffering) {
+    init(_ policy: LoopBuffering) {
         self.policy = policy
         capacity = policy.capacity
     }

@@ -27,20 +27,23 @@ extension Loop {
     ///
     /// - Parameters:
     ///   - threshold: The busy time that counts as a stall; must be positive.
-    ///   - bufferingNewest: How many reports are kept for a consumer that falls behind; older ones
-    ///     are dropped first and counted in the next delivered report's `Loop.Stall/dropped`.
+    ///   - buffering: What is kept for a consumer that falls behind: by default the newest 64
+    ///     reports, older ones dropped first; the reports dropped are counted in the next delivered
+    ///     report's `Loop.Stall/dropped`. The capacity must be positive.
     /// - Important: Safe from any thread. Iterate from one task at a time (a second task waiting
     ///   on the same iterator traps). The stream ends when the consuming task is cancelled or the
     ///   loop stops accepting work (its `LoopThread` begins shutting down, or its thread exits),
     ///   after the reports already buffered.
-    public func stalls(longerThan threshold: Duration, bufferingNewest: Int = 64) -> LoopStalls {
+    public func stalls(
+        longerThan threshold: Duration, buffering: LoopBuffering = .dropOldest(capacity: 64)
+    ) -> LoopStalls {
         precondition(threshold > .zero, "Loop.stalls(longerThan:): the threshold must be positive, got \(threshold).")
-        precondition(bufferingNewest > 0, "Loop.stalls(longerThan:): the buffer must hold at least one report.")
-        return LoopStalls(loop: self, threshold: threshold, capacity: bufferingNewest)
+        precondition(buffering.capacity > 0, "Loop.stalls(longerThan:): the buffer must hold at least one report.")
+        return LoopStalls(loop: self, threshold: threshold, buffering: buffering)
     }
 }
 
-/// The stall reports of a loop as an async sequence; see `Loop.stalls(longerThan:bufferingNewest:)`.
+/// The stall reports of a loop as an async sequence; see `Loop.stalls(longerThan:buffering:)`.
 ///
 /// - Important: Safe from any thread; each iterator belongs to one task. Two tasks waiting in
 ///   `next()` on one iterator at once is a programmer error and traps.
@@ -50,21 +53,21 @@ public struct LoopStalls: AsyncSequence, Sendable {
 
     let loop: Loop
     let threshold: Duration
-    let capacity: Int
+    let buffering: LoopBuffering
     /// The stall handler registered when the stream was made, for the first iterator.
     private let first: FirstIteratorMailbox<StallRing>
 
-    init(loop: Loop, threshold: Duration, capacity: Int) {
+    init(loop: Loop, threshold: Duration, buffering: LoopBuffering) {
         self.loop = loop
         self.threshold = threshold
-        self.capacity = capacity
-        first = FirstIteratorMailbox(Self.startWatching(loop: loop, threshold: threshold, capacity: capacity))
+        self.buffering = buffering
+        first = FirstIteratorMailbox(Self.startWatching(loop: loop, threshold: threshold, buffering: buffering))
     }
 
     /// An iterator over the reports: the first one gets those since the stream was made, each
     /// later one those since it was made.
     public func makeAsyncIterator() -> Iterator {
-        let mailbox = first.take() ?? Self.startWatching(loop: loop, threshold: threshold, capacity: capacity)
+        let mailbox = first.take() ?? Self.startWatching(loop: loop, threshold: threshold, buffering: buffering)
         return Iterator(handle: MailboxHandle(mailbox))
     }
 
@@ -89,8 +92,8 @@ public struct LoopStalls: AsyncSequence, Sendable {
         }
     }
 
-    private static func startWatching(loop: Loop, threshold: Duration, capacity: Int) -> Mailbox<StallRing> {
-        let mailbox = Mailbox(on: loop, buffer: StallRing(capacity: capacity), name: "LoopStalls", noun: "stall stream")
+    private static func startWatching(loop: Loop, threshold: Duration, buffering: LoopBuffering) -> Mailbox<StallRing> {
+        let mailbox = Mailbox(on: loop, buffer: StallRing(buffering), name: "LoopStalls", noun: "stall stream")
         // The handler's token, and whether the stream was detached before `start` stored it (a
         // cancellation racing the start): then `start` removes the handler itself.
         let registration = Locked<(token: UInt64?, detached: Bool)>((nil, false))
@@ -116,21 +119,24 @@ public struct LoopStalls: AsyncSequence, Sendable {
     }
 }
 
-/// The reports kept while a stall stream's consumer is busy: the newest `capacity`, with the
-/// count of those dropped.
+/// The reports kept while a stall stream's consumer is busy: the newest or the oldest
+/// `capacity`, with the count of those dropped.
 struct StallRing: MailboxBuffer {
     private var reports: [Loop.Stall] = []
     private var droppedSinceLast = 0
     private let capacity: Int
+    private let keepsNewest: Bool
 
-    init(capacity: Int) {
-        self.capacity = capacity
+    init(_ buffering: LoopBuffering) {
+        capacity = buffering.capacity
+        if case .dropOldest = buffering { keepsNewest = true } else { keepsNewest = false }
     }
 
     mutating func append(_ report: Loop.Stall) {
         if reports.count == capacity {
-            reports.removeFirst()
             droppedSinceLast += 1
+            guard keepsNewest else { return }
+            reports.removeFirst()
         }
         reports.append(report)
     }

@@ -28,17 +28,18 @@ extension Loop {
     ///   `Loop.current`): nothing would ever run the loop, so the call traps with a message instead.
     /// - Important: Safe from any task.
     public func sleep(
-        for duration: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common],
+        for duration: Duration, tolerance: Duration = .zero, inModes modes: [Mode] = [.common],
         isolation: isolated (any Actor)? = #isolation
     ) async throws {
         precondition(
             tolerance >= .zero,
-            "Loop.sleep(for:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self)).")
-        try await sleep(until: now + duration, tolerance: tolerance, modes: modes, isolation: isolation)
+            "Loop.sleep(for:tolerance:inModes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
+        )
+        try await sleep(until: now + duration, tolerance: tolerance, inModes: modes, isolation: isolation)
     }
 
     /// Suspends the calling task until `deadline`, on this loop's timers. See
-    /// ``sleep(for:tolerance:modes:isolation:)``.
+    /// ``sleep(for:tolerance:inModes:isolation:)``.
     ///
     /// - Throws: `CancellationError` or ``LoopEndedError``.
     /// - Precondition: `tolerance` is not negative; and the task does not run on this loop's own
@@ -46,13 +47,13 @@ extension Loop {
     ///   `Loop.current`): nothing would ever run the loop, so the call traps with a message instead.
     /// - Important: Safe from any task.
     public func sleep(
-        until deadline: ContinuousClock.Instant, tolerance: Duration = .zero, modes: [Mode] = [.common],
+        until deadline: ContinuousClock.Instant, tolerance: Duration = .zero, inModes modes: [Mode] = [.common],
         isolation: isolated (any Actor)? = #isolation
     ) async throws {
         precondition(!modes.isEmpty, "Loop.sleep: the mode list is empty, so the timer could never fire.")
         precondition(
             tolerance >= .zero,
-            "Loop.sleep(until:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
+            "Loop.sleep(until:tolerance:inModes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
         )
         preconditionSomeoneRunsTheLoop("Loop.sleep")
         try Task.checkCancellation()
@@ -71,8 +72,8 @@ extension Loop {
     /// A clock whose `sleep(until:tolerance:)` uses this loop's timers in `modes`.
     ///
     /// - Important: Safe from any thread.
-    public func clock(modes: [Mode] = [.common]) -> LoopClock {
-        LoopClock(loop: self, modes: modes)
+    public func clock(inModes modes: [Mode] = [.common]) -> LoopClock {
+        LoopClock(loop: self, inModes: modes)
     }
 }
 
@@ -92,7 +93,7 @@ public struct LoopClock: Clock, Sendable {
     public let modes: [Loop.Mode]
 
     /// A clock sleeping on `loop`'s timers in `modes`.
-    public init(loop: Loop, modes: [Loop.Mode] = [.common]) {
+    public init(loop: Loop, inModes modes: [Loop.Mode] = [.common]) {
         self.loop = loop
         self.modes = modes
     }
@@ -104,10 +105,10 @@ public struct LoopClock: Clock, Sendable {
     /// One nanosecond: the timerfd's resolution.
     public var minimumResolution: Duration { .nanoseconds(1) }
 
-    /// Sleeps until `deadline` on the loop's timers (see `Loop.sleep(until:tolerance:modes:)`).
+    /// Sleeps until `deadline` on the loop's timers (see `Loop.sleep(until:tolerance:inModes:)`).
     ///
     /// - Throws: `CancellationError` or ``LoopEndedError``.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        try await loop.sleep(until: deadline, tolerance: tolerance ?? .zero, modes: modes)
+        try await loop.sleep(until: deadline, tolerance: tolerance ?? .zero, inModes: modes)
     }
 }

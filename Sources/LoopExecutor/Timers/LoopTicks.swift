@@ -28,12 +28,12 @@ extension Loop {
     ///   the same iterator traps). The sequence also ends when the loop stops accepting work — its `LoopThread` begins shutting down (before the
     ///   thread's executors stop, so an actor pinned to the thread runs on) or its thread exits.
     public func ticks(
-        every interval: Duration, tolerance: Duration = .zero, modes: [Mode] = [.common]
+        every interval: Duration, tolerance: Duration = .zero, inModes modes: [Mode] = [.common]
     ) -> LoopTicks {
         precondition(interval > .zero, "Loop.ticks(every:): the interval must be positive, got \(interval).")
         precondition(
             tolerance >= .zero,
-            "Loop.ticks(every:tolerance:modes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
+            "Loop.ticks(every:tolerance:inModes:): the tolerance must not be negative, got \(tolerance) (on the \(self))."
         )
         precondition(!modes.isEmpty, "Loop.ticks(every:): the mode list is empty, so the timer could never fire.")
         return LoopTicks(loop: self, interval: interval, tolerance: tolerance, modes: modes)
@@ -60,7 +60,7 @@ public struct LoopTick: Sendable, Hashable {
     }
 }
 
-/// The ticks of a repeating loop timer; see `Loop.ticks(every:tolerance:modes:)`.
+/// The ticks of a repeating loop timer; see `Loop.ticks(every:tolerance:inModes:)`.
 ///
 /// - Important: Safe from any thread; each iterator belongs to one task. Two tasks waiting in
 ///   `next()` on one iterator at once is a programmer error and traps (the second would otherwise

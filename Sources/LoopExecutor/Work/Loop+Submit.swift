@@ -22,6 +22,8 @@ extension Loop {
     ///
     /// - Parameters:
     ///   - modes: The modes the body may run in; must not be empty. Defaults to `Loop.Mode.common`.
+    ///   - label: The name of the body's callout in stall reports and traces; defaults to
+    ///     `"Loop.submit"`.
     ///   - isolation: The caller's isolation, which the task stays in (the default is right). A
     ///     caller pinned to a loop is resumed by a job of that loop, even while it shuts down.
     ///   - body: The work, run once on the loop's thread.
@@ -33,12 +35,13 @@ extension Loop {
     /// - Important: Safe from any thread and any task.
     public func submit<Value: Sendable>(
         inModes modes: [Mode] = [.common],
+        label: StaticString? = nil,
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
         precondition(
             !modes.isEmpty,
-            "Loop.submit(inModes:isolation:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
+            "Loop.submit(inModes:label:isolation:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
         )
         preconditionSomeoneRunsTheLoop("Loop.submit")
         let loopName = description
@@ -47,8 +50,8 @@ extension Loop {
         ) { completion in
             let block: @Sendable () -> Void = { completion.complete(Result(catching: body)) }
             let queued =
-                modes == [.common]
-                ? perform(commonSubmitBlocks, block) : perform(inModes: modes, label: "Loop.submit", block)
+                modes == [.common] && label == nil
+                ? perform(commonSubmitBlocks, block) : perform(inModes: modes, label: label ?? "Loop.submit", block)
             if !queued { completion.complete(.failure(LoopEndedError(loop: loopName))) }
         }
         return try result.get()
@@ -57,7 +60,7 @@ extension Loop {
 
 extension LoopThread {
     /// Runs `body` on the thread's loop in one of `modes` and returns its result to the awaiting
-    /// task, or throws what it threw: ``LoopRuntime/Loop/submit(inModes:isolation:_:)`` for a `LoopThread`,
+    /// task, or throws what it threw: ``LoopRuntime/Loop/submit(inModes:label:isolation:_:)`` for a `LoopThread`,
     /// refused as soon as a shutdown has begun.
     ///
     /// ```swift
@@ -69,6 +72,8 @@ extension LoopThread {
     ///
     /// - Parameters:
     ///   - modes: The modes the body may run in; must not be empty. Defaults to `Loop.Mode.common`.
+    ///   - label: The name of the body's callout in stall reports and traces; defaults to
+    ///     `"LoopThread.submit"`.
     ///   - isolation: The caller's isolation, which the task stays in (the default is right).
     ///   - body: The work, run once on the thread.
     /// - Returns: What `body` returned.
@@ -77,19 +82,22 @@ extension LoopThread {
     /// - Important: Safe from any thread and any task.
     public func submit<Value: Sendable>(
         inModes modes: [Loop.Mode] = [.common],
+        label: StaticString? = nil,
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
         precondition(
             !modes.isEmpty,
-            "LoopThread.submit(inModes:isolation:_:) was given an empty mode list for \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
+            "LoopThread.submit(inModes:label:isolation:_:) was given an empty mode list for \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
         )
         let loopName = loop.description
         let result: Result<Value, any Error> = await loop.waitOnce(
             "LoopThread.submit", isolation: isolation, fallback: { .failure(LoopEndedError(loop: loopName)) }
         ) { completion in
             do {
-                try perform(inModes: modes, label: "LoopThread.submit") { completion.complete(Result(catching: body)) }
+                try perform(inModes: modes, label: label ?? "LoopThread.submit") {
+                    completion.complete(Result(catching: body))
+                }
             } catch {
                 completion.complete(.failure(error))
             }

@@ -5,7 +5,7 @@ extension Loop {
     /// to the awaiting task — or throws what it threw. Cancelling the task before the body has
     /// started withdraws it.
     ///
-    /// The body runs in a one-shot `LoopTimer` in `modes` (`Loop.perform(after:inModes:_:)` with
+    /// The body runs in a one-shot `LoopTimer` in `modes` (`Loop.perform(after:inModes:label:_:)` with
     /// a result): at the first pass of one of those modes at or after the date, never early, at the
     /// latest `tolerance` late. The calling task is suspended meanwhile; no thread is blocked.
     /// SwiftNIO users know it as `EventLoop.scheduleTask(in:_:)`, whose `Scheduled.cancel()` is

@@ -117,6 +117,8 @@ extension Loop {
     /// - Parameters:
     ///   - delay: How long to wait at least.
     ///   - modes: The modes the block may run in; must not be empty. Defaults to ``Mode/default``.
+    ///   - label: The name of the block's callout in stall reports and traces (the timer's label).
+    ///     Defaults to none.
     ///   - block: The work.
     /// - Returns: The timer that will run the block.
     /// - Important: Safe from any thread.
@@ -124,14 +126,16 @@ extension Loop {
     public func perform(
         after delay: Duration,
         inModes modes: [Mode] = [.default],
+        label: StaticString? = nil,
         _ block: @escaping @Sendable () -> Void
     ) -> LoopTimer {
         precondition(
             !modes.isEmpty,
-            "Loop.perform(after:inModes:_:) was given an empty mode list for the \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
+            "Loop.perform(after:inModes:label:_:) was given an empty mode list for the \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
         )
         let timer = LoopTimer(
-            fireAt: LoopTime.instant(LoopTime.adding(LoopTime.nanoseconds(of: delay), to: waiter.now()))
+            fireAt: LoopTime.instant(LoopTime.adding(LoopTime.nanoseconds(of: delay), to: waiter.now())),
+            label: label
         ) { _ in
             block()
         }

@@ -21,7 +21,7 @@ struct CommonItems {
 
     private var items: [ObjectIdentifier: (order: UInt64, item: Item)] = [:]
     private var nextOrder: UInt64 = 0
-    /// The number of common timers (``Loop/timerCount(in:)`` for `.common`).
+    /// The number of common timers (``Loop/timerCount(forMode:)`` for `.common`).
     private(set) var timerCount = 0
 
     /// Records `item`; false if it already was a common item.

@@ -77,7 +77,7 @@ extension Loop {
     /// True if `source` is in `mode` (for ``Mode/common``: recorded as a common item).
     ///
     /// - Important: Safe from any thread.
-    public func contains(_ source: LoopDescriptorSource, inMode mode: Mode) -> Bool {
+    public func contains(_ source: LoopDescriptorSource, forMode mode: Mode) -> Bool {
         lock.withLock {
             guard isBound(source) else { return false }
             if mode == .common {

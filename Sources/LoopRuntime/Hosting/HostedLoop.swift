@@ -1,7 +1,7 @@
 /// A loop run by a host: another event loop that owns the thread (GLib's `GMainLoop`, a game
 /// loop, a `poll(2)` loop of your own) and runs the loop's passes inside its own iterations.
 ///
-/// Made by ``Loop/beginHosting(in:)`` on the loop's thread. The host repeats, on that thread:
+/// Made by ``Loop/beginHosting(forMode:)`` on the loop's thread. The host repeats, on that thread:
 ///
 /// 1. ``prepare()``, which says how long the host may wait for the loop's sake;
 /// 2. its own wait — with ``descriptor`` among the descriptors it polls for reading — for at most
@@ -322,7 +322,7 @@ public final class HostedLoop: @unchecked Sendable {
     }
 }
 
-/// Why ``Loop/beginHosting(in:)`` refused to hand a loop to a host.
+/// Why ``Loop/beginHosting(forMode:)`` refused to hand a loop to a host.
 ///
 /// - Important: A value type; safe from any thread.
 public enum LoopHostingError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -376,9 +376,10 @@ extension Loop {
     /// - Throws: ``LoopHostingError`` if the loop is already hosted, running, driven by a
     ///   ``LoopDriver`` or ``LoopThread``, has no descriptor, or has ended.
     /// - Important: Call on the loop's thread (it traps elsewhere): the host runs the loop there.
-    public func beginHosting(in mode: Mode = .default) throws(LoopHostingError) -> HostedLoop {
-        preconditionOnLoopThread("beginHosting(in:)")
-        precondition(mode != .common, "Loop.beginHosting(in:): .common cannot be run (SPEC R9); pick a concrete mode.")
+    public func beginHosting(forMode mode: Mode = .default) throws(LoopHostingError) -> HostedLoop {
+        preconditionOnLoopThread("beginHosting(forMode:)")
+        precondition(
+            mode != .common, "Loop.beginHosting(forMode:): .common cannot be run (SPEC R9); pick a concrete mode.")
         if loopThread.isHosted { throw .alreadyHosted }
         guard let descriptor = waiter.hostDescriptor else { throw .noDescriptor }
         let (running, driven, ended) = lock.withLock {

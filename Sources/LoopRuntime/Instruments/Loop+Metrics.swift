@@ -9,7 +9,7 @@ extension Loop {
         case source
         /// A ``LoopDescriptorSource``'s handler.
         case descriptorSource
-        /// A ``LoopTimer``'s handler (also ``Loop/perform(after:inModes:_:)``).
+        /// A ``LoopTimer``'s handler (also ``Loop/perform(after:inModes:label:_:)``).
         case timer
         /// A ``LoopObserver``'s handler. The package's own bookkeeping observers (the activity
         /// streams', a `LoopThread`'s mode driver) are not counted.

@@ -54,7 +54,7 @@ extension Loop {
     /// True if `observer` is in `mode` (for ``Mode/common``: recorded as a common item).
     ///
     /// - Important: Safe from any thread.
-    public func contains(_ observer: LoopObserver, inMode mode: Mode) -> Bool {
+    public func contains(_ observer: LoopObserver, forMode mode: Mode) -> Bool {
         lock.withLock {
             guard isBound(observer) else { return false }
             if mode == .common { return state.commonItems.contains(observer) }

@@ -201,7 +201,7 @@ extension Loop {
     /// True if `port` is in `mode`.
     ///
     /// - Important: Safe from any thread.
-    public func contains<Message>(_ port: LoopPort<Message>, inMode mode: Mode) -> Bool {
-        contains(port.source, inMode: mode)
+    public func contains<Message>(_ port: LoopPort<Message>, forMode mode: Mode) -> Bool {
+        contains(port.source, forMode: mode)
     }
 }

@@ -78,7 +78,7 @@ extension Loop {
     /// True if `source` is in `mode` (for ``Mode/common``: recorded as a common item).
     ///
     /// - Important: Safe from any thread.
-    public func contains(_ source: LoopSource, inMode mode: Mode) -> Bool {
+    public func contains(_ source: LoopSource, forMode mode: Mode) -> Bool {
         let id = ObjectIdentifier(source)
         return lock.withLock {
             if mode == .common { return state.commonItems.contains(source) }

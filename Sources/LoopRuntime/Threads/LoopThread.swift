@@ -11,7 +11,7 @@ import Synchronization
 /// The thread's loop is kept alive by a source of its own that is never signalled (SPEC R10's
 /// idiom, in the common modes), and its ``driver`` runs it in ``Loop/Mode/default`` — or the mode
 /// it is switched to — until ``shutdown()``. Send it work with
-/// ``perform(inModes:waitUntilDone:label:_:)`` (SPEC R76) and ``perform(after:inModes:_:)`` (SPEC R75),
+/// ``perform(inModes:waitUntilDone:label:_:)`` (SPEC R76) and ``perform(after:inModes:label:_:)`` (SPEC R75),
 /// or add timers, sources and ports to ``loop`` from any thread.
 ///
 /// ```swift
@@ -67,7 +67,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Lock order: `state`'s lock is a leaf — nothing else is locked while it is held (not the
     /// loop's lock, not an item's), and nothing that can run user code or release a user's object
-    /// runs under it (see `perform(after:inModes:_:)`). The package's whole order is in
+    /// runs under it (see `perform(after:inModes:label:_:)`). The package's whole order is in
     /// ThreadingModel.md, "Locks".
     private final class Core: Sendable {
         struct State {
@@ -258,6 +258,8 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// - Parameters:
     ///   - delay: How long to wait at least.
     ///   - modes: The modes it may run in; must not be empty. Defaults to ``Loop/Mode/default``.
+    ///   - label: The name of the block's callout in stall reports and traces (the timer's label).
+    ///     Defaults to none.
     ///   - block: The work.
     /// - Returns: The timer that will run the block (invalid already if a shutdown began meanwhile).
     /// - Throws: ``LoopThreadError/shutDown(thread:)`` once a shutdown has begun.
@@ -266,16 +268,17 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     public func perform(
         after delay: Duration,
         inModes modes: [Loop.Mode] = [.default],
+        label: StaticString? = nil,
         _ block: @escaping @Sendable () -> Void
     ) throws(LoopThreadError) -> LoopTimer {
         guard isOpen else { throw .shutDown(thread: name) }
         precondition(
             !modes.isEmpty,
-            "LoopThread.perform(after:inModes:_:) was given an empty mode list for \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
+            "LoopThread.perform(after:inModes:label:_:) was given an empty mode list for \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
         )
         let core = self.core
         // The delay is resolved on the loop's clock when the timer is added (`LoopTimer(after:)`).
-        let timer = LoopTimer(after: delay) { timer in
+        let timer = LoopTimer(after: delay, label: label) { timer in
             let done = core.state.withLock { $0.delayed.removeValue(forKey: ObjectIdentifier(timer)) }
             _ = done  // released after unlocking
             block()

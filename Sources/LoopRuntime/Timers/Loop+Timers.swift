@@ -55,7 +55,7 @@ extension Loop {
     /// True if `timer` is in `mode` (for ``Mode/common``: recorded as a common item).
     ///
     /// - Important: Safe from any thread.
-    public func contains(_ timer: LoopTimer, inMode mode: Mode) -> Bool {
+    public func contains(_ timer: LoopTimer, forMode mode: Mode) -> Bool {
         lock.withLock {
             guard isBound(timer) else { return false }
             if mode == .common { return state.commonItems.contains(timer) }
@@ -68,7 +68,7 @@ extension Loop {
     /// or `nil` if it has none (SPEC R44). A timer whose handler is running is not counted.
     ///
     /// - Important: Safe from any thread.
-    public func nextFireDate(in mode: Mode) -> ContinuousClock.Instant? {
+    public func nextFireDate(forMode mode: Mode) -> ContinuousClock.Instant? {
         withLockReleasingDroppedTimers {  // and the stale entries it pruned
             let modes =
                 mode == .common
@@ -81,7 +81,7 @@ extension Loop {
     /// whose handler is running counts.
     ///
     /// - Important: Safe from any thread.
-    public func timerCount(in mode: Mode) -> Int {
+    public func timerCount(forMode mode: Mode) -> Int {
         lock.withLock {
             if mode == .common { return state.commonItems.timerCount }
             return state.modes[mode]?.timerCount ?? 0

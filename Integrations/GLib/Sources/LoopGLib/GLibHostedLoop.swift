@@ -54,12 +54,12 @@ public final class GLibHostedLoop: @unchecked Sendable {
     /// Hosts `loop` in `context` (`nil`: GLib's default context), running `mode`, at `priority`
     /// among the context's sources (GLib's `G_PRIORITY_DEFAULT`, 0, unless told; lower runs first).
     ///
-    /// - Throws: `LoopHostingError` if the loop cannot be hosted (see `Loop.beginHosting(in:)`).
+    /// - Throws: `LoopHostingError` if the loop cannot be hosted (see `Loop.beginHosting(forMode:)`).
     /// - Important: Call on the loop's thread.
     public init(
         hosting loop: Loop, in context: OpaquePointer? = nil, mode: Loop.Mode = .default, priority: Int32 = 0
     ) throws(LoopHostingError) {
-        hosted = try loop.beginHosting(in: mode)
+        hosted = try loop.beginHosting(forMode: mode)
         self.context = context
         var callbacks = CLoopGLibCallbacks(
             prepare: { owner, timeout in GLibHostedLoop.from(owner).prepare(timeout) },

@@ -12,7 +12,7 @@ import LoopRuntime
 ///
 /// ```swift
 /// let context = g_main_context_new()
-/// let glib = try LoopHostedGLibContext(context, loop: .current, modes: [.default])
+/// let glib = try LoopHostedGLibContext(context, loop: .current, inModes: [.default])
 /// // GLib sources attached to `context` now run inside Loop.current's passes.
 /// Loop.current.run(.default, for: .seconds(5))
 /// glib.remove()
@@ -65,7 +65,9 @@ public final class LoopHostedGLibContext: @unchecked Sendable {
     ///
     /// - Throws: ``HostingError/contextOwnedElsewhere`` if another thread owns the context.
     /// - Important: Call on the loop's thread.
-    public init(_ context: OpaquePointer, loop: Loop = .current, modes: [Loop.Mode] = [.default]) throws(HostingError) {
+    public init(_ context: OpaquePointer, loop: Loop = .current, inModes modes: [Loop.Mode] = [.default])
+        throws(HostingError)
+    {
         precondition(
             loop.isCurrentThread,
             "LoopHostedGLibContext: make it on the loop's thread, which will own and iterate the GLib context.")
@@ -185,5 +187,13 @@ public final class LoopHostedGLibContext: @unchecked Sendable {
                 cycle.signal()
             }
         }
+    }
+}
+
+extension LoopHostedGLibContext {
+    /// Hosts `context` in `loop`, in `modes`: the spelling before `init(_:loop:inModes:)`.
+    @available(*, deprecated, renamed: "init(_:loop:inModes:)")
+    public convenience init(_ context: OpaquePointer, loop: Loop = .current, modes: [Loop.Mode]) throws(HostingError) {
+        try self.init(context, loop: loop, inModes: modes)
     }
 }

@@ -256,7 +256,7 @@ struct LoopHostedGLibContextTests {
         let events = Events()
         onGLibThread { context in
             let loop = Loop.current
-            let glib = try! LoopHostedGLibContext(context, loop: loop, modes: [.default])
+            let glib = try! LoopHostedGLibContext(context, loop: loop, inModes: [.default])
             glibIdle(context) { events.append("glib idle") }
             glibTimeout(context, 40) {
                 events.append("glib timeout 40")
@@ -275,7 +275,7 @@ struct LoopHostedGLibContextTests {
         let events = Events()
         onGLibThread { context in
             let loop = Loop.current
-            let glib = try! LoopHostedGLibContext(context, loop: loop, modes: [.default])
+            let glib = try! LoopHostedGLibContext(context, loop: loop, inModes: [.default])
             glibTimeout(context, 10) {
                 loop.add(
                     LoopTimer(fireAt: .now + .milliseconds(10)) { _ in events.append("loop timer in the nested run") },
@@ -302,7 +302,7 @@ struct LoopHostedGLibContextTests {
             var pair: [Int32] = [0, 0]
             precondition(pipe(&pair) == 0)
             let ends = pair
-            let glib = try! LoopHostedGLibContext(context, loop: loop, modes: [.default])
+            let glib = try! LoopHostedGLibContext(context, loop: loop, inModes: [.default])
             let channel = g_io_channel_unix_new(ends[0])!
             let watch = g_io_create_watch(channel, G_IO_IN)!
             final class Box {
@@ -348,7 +348,7 @@ struct LoopHostedGLibContextTests {
         onGLibThread { context in
             let loop = Loop.current
             let tracking: Loop.Mode = "tracking"
-            let glib = try! LoopHostedGLibContext(context, loop: loop, modes: [.default])
+            let glib = try! LoopHostedGLibContext(context, loop: loop, inModes: [.default])
             glibTimeout(context, 10) { events.append("glib timeout") }
             loop.add(LoopSource {}, forMode: tracking)
             loop.run(tracking, for: .milliseconds(60))  // the timeout is due, but not in this mode
@@ -384,7 +384,7 @@ struct LoopHostedGLibContextTests {
             }
             glib.remove()
             #expect(ownedElsewhere())
-            #expect(loop.timerCount(in: .default) == 0)
+            #expect(loop.timerCount(forMode: .default) == 0)
             g_main_context_unref(context)
         }
     }
