@@ -220,6 +220,17 @@ public enum TestLoopError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension TestLoopError: LoopEndedErrorConvertible {
+    /// ``ended(loop:)`` as a `LoopEndedError` (reason `shutDown`: a test loop ends when it is shut
+    /// down); `nil` for a stall.
+    public var loopEndedError: LoopEndedError? {
+        switch self {
+        case .stalled: nil
+        case .ended(let loop): LoopEndedError(loop: loop, reason: .shutDown)
+        }
+    }
+}
+
 /// What a ``TestLoop`` saw when it stalled: idle, no advance under way, and something only the
 /// test could unblock — a task waiting for one of its timers, or an actor's jobs waiting for a mode
 /// the loop is not in.

@@ -271,7 +271,8 @@ struct TestLoopTests {
     func afterShutdown() async throws {
         let loop = try TestLoop(stallTimeout: busyMachineStallTimeout)
         await loop.shutdown()
-        await #expect(throws: TestLoopError.self) { try await loop.advance(by: .seconds(1)) }
+        let advanceError = await #expect(throws: TestLoopError.self) { try await loop.advance(by: .seconds(1)) }
+        #expect(advanceError.flatMap { LoopEndedError($0) }?.reason == .shutDown)
         await #expect(throws: LoopEndedError.self) { try await loop.loop.sleep(for: .seconds(1)) }
     }
 

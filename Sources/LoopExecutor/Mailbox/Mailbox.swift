@@ -362,7 +362,7 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
 
     /// The loop stopped accepting work: the consumer gets what is buffered, then the end.
     private func loopEnded() {
-        finish(drain: true, failure: loopEndIsFailure ? LoopEndedError(loop: loop.description) : nil)
+        finish(drain: true, failure: loopEndIsFailure ? loop.endedError : nil)
     }
 
     /// Waits for the next element in the caller's isolation; `nil` once the mailbox has finished,

@@ -81,7 +81,7 @@ extension Loop {
         _ body: () async throws -> Result
     ) async throws -> Result {
         guard let driver = self.driver else {
-            guard isOpen else { throw LoopEndedError(loop: description) }
+            guard isOpen else { throw endedError }
             preconditionFailure(
                 "Loop.withMode(_:_:): the \(self) is not driven by a LoopDriver. Use a LoopThread, or run the loop with LoopDriver(loop:).run()."
             )
@@ -91,7 +91,7 @@ extension Loop {
         switch await switchMode(to: mode, with: driver, isolation: isolation) {
         case .entered: break
         case .superseded: throw LoopModeSupersededError(mode: mode, loop: description)
-        case .driveEnded: throw LoopEndedError(loop: description)
+        case .driveEnded: throw endedError
         }
         // Back through the same driver: if its drive has ended meanwhile, the switch back is
         // answered at once and there is no mode to restore.

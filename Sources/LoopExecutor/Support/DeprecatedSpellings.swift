@@ -76,3 +76,7 @@ extension LoopExecutor {
 /// What an activity stream keeps when its consumer falls behind: ``LoopBuffering``.
 @available(*, deprecated, renamed: "LoopBuffering")
 public typealias LoopActivityBuffering = LoopBuffering
+
+/// LoopRuntime's `LoopEndedError`, which moved there so that every module tells a loop's
+/// end with it: this name keeps code that imports only LoopExecutor compiling.
+public typealias LoopEndedError = LoopRuntime.LoopEndedError

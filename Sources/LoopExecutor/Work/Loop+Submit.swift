@@ -44,15 +44,14 @@ extension Loop {
             "Loop.submit(inModes:label:isolation:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
         )
         preconditionSomeoneRunsTheLoop("Loop.submit")
-        let loopName = description
         let result: Result<Value, any Error> = await waitOnce(
-            "Loop.submit", isolation: isolation, fallback: { .failure(LoopEndedError(loop: loopName)) }
+            "Loop.submit", isolation: isolation, fallback: { .failure(self.endedError) }
         ) { completion in
             let block: @Sendable () -> Void = { completion.complete(Result(catching: body)) }
             let queued =
                 modes == [.common] && label == nil
                 ? perform(commonSubmitBlocks, block) : perform(inModes: modes, label: label ?? "Loop.submit", block)
-            if !queued { completion.complete(.failure(LoopEndedError(loop: loopName))) }
+            if !queued { completion.complete(.failure(self.endedError)) }
         }
         return try result.get()
     }
@@ -90,9 +89,8 @@ extension LoopThread {
             !modes.isEmpty,
             "LoopThread.submit(inModes:label:isolation:_:) was given an empty mode list for \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
         )
-        let loopName = loop.description
         let result: Result<Value, any Error> = await loop.waitOnce(
-            "LoopThread.submit", isolation: isolation, fallback: { .failure(LoopEndedError(loop: loopName)) }
+            "LoopThread.submit", isolation: isolation, fallback: { [loop] in .failure(loop.endedError) }
         ) { completion in
             do {
                 try perform(inModes: modes, label: label ?? "LoopThread.submit") {

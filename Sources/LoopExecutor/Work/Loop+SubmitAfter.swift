@@ -120,11 +120,10 @@ private final class DelayedSubmission<Value: Sendable>: Sendable {
     func start(
         _ timer: LoopTimer, modes: [Loop.Mode], isolation: isolated (any Actor)?
     ) async -> Result<Value, any Error> {
-        let loopName = loop.description
         // Registered first, so that an end between the check and the add is not missed. The
         // handler holds the submission until it runs or is removed; the timer's handler holds it
         // until the loop lets the timer go (after it fired, or was invalidated).
-        if let token = loop.addEndHandler({ [self] in end(with: LoopEndedError(loop: loopName)) }) {
+        if let token = loop.addEndHandler({ [self] in end(with: loop.endedError) }) {
             let added = phase.withLock { phase in
                 guard case .starting = phase else { return false }
                 phase = .pending(timer, endHandler: token)
@@ -136,11 +135,11 @@ private final class DelayedSubmission<Value: Sendable>: Sendable {
                 loop.removeEndHandler(token)  // cancelled in between: the answer is given
             }
         } else {
-            end(with: LoopEndedError(loop: loopName))
+            end(with: loop.endedError)
         }
         let (result, _) = await answer.receive(isolation: isolation, cancellable: false)
         // The mailbox finishes only with an answer.
-        return result ?? .failure(LoopEndedError(loop: loopName))
+        return result ?? .failure(loop.endedError)
     }
 
     /// The timer fired: run the body, unless the submission was answered already. On the loop's
