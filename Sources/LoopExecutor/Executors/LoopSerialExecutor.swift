@@ -30,7 +30,7 @@ final class LoopSerialExecutor: SerialExecutor, @unchecked Sendable {
     private var queue: LoopJobQueue!
     /// Keeps the loop's `LoopThread` (if a `LoopThread` owns the loop) running while this executor
     /// lives, and so while its `LoopExecutor` lives.
-    private let lease: AnyObject?
+    private let lifetimeHold: AnyObject?
     /// The modes of the blocks that wake the tasks parked for this executor's actors (see
     /// `ParkingSpot`), labelled for traces and stall reports; prepared once.
     let wakeUpBlocks: PreparedBlockModes
@@ -43,7 +43,7 @@ final class LoopSerialExecutor: SerialExecutor, @unchecked Sendable {
 
     init(loop: Loop, modes: [Loop.Mode], label: StaticString?) {
         self.loop = loop
-        lease = loop.lifetimeLease()
+        lifetimeHold = loop.lifetimeHold()
         wakeUpBlocks = PreparedBlockModes(modes, label: "wake-up of a waiting task")
         // Unowned: the queue keeps this executor alive while it has jobs (`enqueue` hands it over),
         // so a job never finds its executor gone, and an idle executor is free to go.

@@ -41,7 +41,7 @@ extension Loop {
         to mode: Mode, with driver: LoopDriver, isolation: isolated (any Actor)?
     ) async -> LoopDriver.SwitchOutcome {
         await waitOnce("Loop.switchMode", isolation: isolation, fallback: { .driveEnded }) { completion in
-            driver.switchMode(to: mode) { outcome in completion.complete(outcome) }
+            driver.switchMode(to: mode, reporting: { outcome in completion.complete(outcome) })
         }
     }
 

@@ -91,8 +91,8 @@ extension Loop {
 
     @inline(never)
     private func runQueuedBlocks(_ run: RunContext) {
-        var batch = loopThread.blocks
-        loopThread.blocks = []
+        var batch = confined.blocks
+        confined.blocks = []
         // Matching blocks move to `batch`; the rest stay queued, in order (SPEC R58).
         lock.withLock { state.takeBlocks(for: run.mode, into: &batch) }
         let records = isInstrumented  // once per block step (Instruments/LoopInstruments.swift)
@@ -101,9 +101,9 @@ extension Loop {
             block.body()
             if recorded { instrumentCalloutEnded() }
         }
-        if !batch.isEmpty { loopThread.timePassed() }
+        if !batch.isEmpty { confined.timePassed() }
         batch.removeAll(keepingCapacity: true)
-        loopThread.blocks = batch
+        confined.blocks = batch
     }
 
     /// Runs `block` once, `delay` from now on the loop's clock (`now`), on the loop's thread in one of

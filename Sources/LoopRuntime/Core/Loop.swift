@@ -31,7 +31,7 @@ import Synchronization
 /// - Important: Safe from any thread, except where a member says "call on the loop's thread".
 public final class Loop: @unchecked Sendable, CustomStringConvertible {
     // Thread-safety, by owner:
-    // - immutable after init: `owner`, `waiter`, `isMain`, `lock`, `state`, `loopThread` (the
+    // - immutable after init: `owner`, `waiter`, `isMain`, `lock`, `state`, `confined` (the
     //   references);
     // - guarded by `lock`: every field of `state`, of its `ModeState`s, and the loop-side
     //   bookkeeping of bound items (`LoopTimer.modes`, …); changed only through `change(_:)`
@@ -40,8 +40,8 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     // - atomics: `sleepState`, `blockedInWait` (the wake-up protocol in Loop+Wait.swift),
     //   `calloutItem` (the callout gate in Loop+Callouts.swift), `instrumentFlags`;
     // - `instruments`: its own rules (Instruments/LoopInstruments.swift);
-    // - loop thread only, no lock: `loopThread` (the pass's buffers, clock, descriptor readiness
-    //   and job-queue copy; LoopThreadState.swift).
+    // - loop thread only, no lock: `confined` (the pass's buffers, clock, descriptor readiness
+    //   and job-queue copy; ThreadConfinedState.swift).
     // See "State ownership" in ThreadingModel.md.
 
     /// The thread this loop belongs to.
@@ -63,7 +63,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     let blockedInWait = Atomic<Bool>(false)
     /// The item whose handler the loop thread is calling, or 0 (the callout gate, Loop+Callouts.swift).
     let calloutItem = Atomic<UInt>(0)
-    let loopThread = LoopThreadState()
+    let confined = ThreadConfinedState()
     /// Tasks suspended in a sleep or tick sequence of this loop (LoopExecutor counts them): a test
     /// loop on virtual time reports a stall when the test leaves them waiting (VirtualWaiter).
     package let timerAwaiters = Atomic<Int>(0)

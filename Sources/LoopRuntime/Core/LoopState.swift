@@ -13,7 +13,7 @@ struct RunCallRecord {
 /// guarded by the loop's lock; a few have an atomic mirror, written with the lock held, that the
 /// loop thread reads without it to skip a step that has nothing to do (the pass takes the lock
 /// only when a mirror says there may be work; see ThreadingModel.md, "State ownership"). What
-/// only the loop thread touches is in `LoopThreadState`.
+/// only the loop thread touches is in `ThreadConfinedState`.
 ///
 /// The lock (or, for the pass's scratch buffers, the loop thread) already guarantees exclusive
 /// access, so the fields of the engine's bookkeeping objects opt out of Swift's dynamic
@@ -59,7 +59,7 @@ final class LoopState {
     @exclusivity(unchecked) var nextEndHandlerToken: UInt64 = 0
     /// The keep-alive object of the `LoopThread` that owns the loop, if any (weak: the `LoopThread`
     /// and the loop's executors hold it).
-    @exclusivity(unchecked) var lease = WeakObject()
+    @exclusivity(unchecked) var lifetimeHold = WeakObject()
     /// The main loop watches libdispatch's main-queue handle (see Loop+MainQueue.swift).
     @exclusivity(unchecked) var servesMainQueue = false
     /// The driver running the loop, if any.

@@ -221,7 +221,7 @@ extension Loop {
                 // asks for.
                 let events = source.reportedEvents(epollFlags: flags)
                 guard !events.isEmpty else { continue }
-                if source.pendingEvents.isEmpty { loopThread.readyDescriptorSources.append(source) }
+                if source.pendingEvents.isEmpty { confined.readyDescriptorSources.append(source) }
                 source.pendingEvents.formUnion(events)
                 relevant = true
                 checkStillRegistered(source)
@@ -257,16 +257,16 @@ extension Loop {
     /// Returns true if one was performed (SPEC R15).
     @inline(__always)
     func performReadyDescriptorSources(_ run: RunContext) -> Bool {
-        !loopThread.readyDescriptorSources.isEmpty && performReadyDescriptorSourcesNow(run)
+        !confined.readyDescriptorSources.isEmpty && performReadyDescriptorSourcesNow(run)
     }
 
     @inline(never)
     private func performReadyDescriptorSourcesNow(_ run: RunContext) -> Bool {
-        var batch = loopThread.descriptors
-        loopThread.descriptors = []
+        var batch = confined.descriptors
+        confined.descriptors = []
         var stale: [LoopDescriptorSource] = []
         lock.withLock {
-            for source in loopThread.readyDescriptorSources {
+            for source in confined.readyDescriptorSources {
                 let events = source.pendingEvents
                 source.pendingEvents = []
                 // Readiness seen in another mode's run is stale by now; the source was paused and
@@ -278,7 +278,7 @@ extension Loop {
                     stale.append(source)
                 }
             }
-            loopThread.readyDescriptorSources.removeAll(keepingCapacity: true)
+            confined.readyDescriptorSources.removeAll(keepingCapacity: true)
         }
         stale.removeAll()
         var handled = false
@@ -298,12 +298,12 @@ extension Loop {
                 }
                 guard called else { continue }
                 if recorded { instrumentCalloutEnded() }
-                loopThread.timePassed()
+                confined.timePassed()
                 handled = true
             }
             batch.removeAll(keepingCapacity: true)
         }
-        loopThread.descriptors = batch
+        confined.descriptors = batch
         return handled
     }
 }

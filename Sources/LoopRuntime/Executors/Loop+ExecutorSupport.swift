@@ -34,12 +34,12 @@ extension Loop {
     /// - Important: Safe from any thread.
     package var runningJobQueueModes: [Mode]? {
         guard isCurrentThread else { return nil }
-        return loopThread.runningJobQueue?.takeUnretainedValue().modes
+        return confined.runningJobQueue?.takeUnretainedValue().modes
     }
 
     /// True if a run call of this loop has ever been made (on its thread: the loop only runs
     /// there). Support for the async waits that trap on a loop nobody runs.
     ///
     /// - Important: Call on the loop's thread.
-    package var hasEverRun: Bool { loopThread.hasRun }
+    package var hasEverRun: Bool { confined.hasRun }
 }

@@ -220,9 +220,9 @@ package final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `
         var batch = taken
         guard !batch.isEmpty else { return false }
         isRunningBatch = true
-        let outerQueue = loop.loopThread.runningJobQueue
+        let outerQueue = loop.confined.runningJobQueue
         // Unretained: this queue is alive for the whole batch (the caller holds it), and the outer value is put back before it returns.
-        loop.loopThread.runningJobQueue = Unmanaged.passUnretained(self)
+        loop.confined.runningJobQueue = Unmanaged.passUnretained(self)
         let runJob = self.runJob!
         let recordsBatch = loop.isInstrumented
         if recordsBatch { loop.instrumentJobBatchBegan() }
@@ -233,12 +233,12 @@ package final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `
                 recordsBatch
                 && loop.instrumentCalloutBegins(
                     .job, label: label,
-                    lateness: index >= untimed ? loop.loopThread.now(loop.waiter) - times[index - untimed] : nil)
+                    lateness: index >= untimed ? loop.confined.now(loop.waiter) - times[index - untimed] : nil)
             runJob(batch[index])
             if recorded { loop.instrumentCalloutEnded() }
         }
         if recordsBatch { loop.instrumentJobBatchEnded(jobs: batch.count, label: label) }
-        loop.loopThread.runningJobQueue = outerQueue
+        loop.confined.runningJobQueue = outerQueue
         isRunningBatch = false
         batch.removeAll(keepingCapacity: true)
         let released: AnyObject? = lock.withLock {
@@ -257,9 +257,9 @@ package final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `
         var remaining = lock.withLock { closedReason == nil ? pending.count - head : 0 }
         guard remaining > 0 else { return false }
         isRunningBatch = true
-        let outerQueue = loop.loopThread.runningJobQueue
+        let outerQueue = loop.confined.runningJobQueue
         // Unretained: this queue is alive for the whole batch (the caller holds it), and the outer value is put back before it returns.
-        loop.loopThread.runningJobQueue = Unmanaged.passUnretained(self)
+        loop.confined.runningJobQueue = Unmanaged.passUnretained(self)
         let runJob = self.runJob!
         let recordsBatch = loop.isInstrumented
         if recordsBatch { loop.instrumentJobBatchBegan() }
@@ -280,13 +280,13 @@ package final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `
             let recorded =
                 recordsBatch
                 && loop.instrumentCalloutBegins(
-                    .job, label: label, lateness: next.enqueuedAt.map { loop.loopThread.now(loop.waiter) - $0 })
+                    .job, label: label, lateness: next.enqueuedAt.map { loop.confined.now(loop.waiter) - $0 })
             runJob(next.job)
             ran += 1
             if recorded { loop.instrumentCalloutEnded() }
         }
         if recordsBatch { loop.instrumentJobBatchEnded(jobs: ran, label: label) }
-        loop.loopThread.runningJobQueue = outerQueue
+        loop.confined.runningJobQueue = outerQueue
         isRunningBatch = false
         let released: AnyObject? = lock.withLock {
             guard pending.count == head else { return nil }
@@ -374,23 +374,23 @@ extension Loop {
         // The list is copied under the lock only when a queue was registered or removed since.
         let version = state.jobQueuesVersion.load(ordering: .acquiring)
         // No call when the loop has no executor (and none came or went).
-        if version == loopThread.jobQueuesVersion && loopThread.jobQueues.isEmpty { return false }
+        if version == confined.jobQueuesVersion && confined.jobQueues.isEmpty { return false }
         return runExecutorJobs(run, version: version)
     }
 
     @inline(never)
     private func runExecutorJobs(_ run: RunContext, version: UInt64) -> Bool {
-        if version != loopThread.jobQueuesVersion {
-            loopThread.jobQueues = lock.withLock { state.jobQueues }
-            loopThread.jobQueuesVersion = version
+        if version != confined.jobQueuesVersion {
+            confined.jobQueues = lock.withLock { state.jobQueues }
+            confined.jobQueuesVersion = version
         }
-        let queues = loopThread.jobQueues
+        let queues = confined.jobQueues
         guard !queues.isEmpty else { return false }
         var handled = false
         for queue in queues where !queue.isRunningBatch && queue.matches(run.mode) {
             if queue.runBatch() { handled = true }
         }
-        if handled { loopThread.timePassed() }
+        if handled { confined.timePassed() }
         return handled
     }
 }

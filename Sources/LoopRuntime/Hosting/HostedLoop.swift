@@ -111,8 +111,8 @@ public final class HostedLoop: @unchecked Sendable {
         self.descriptor = descriptor
         driver = LoopDriver(loop: loop, mode: mode)
         driver.beginDrive()
-        loop.loopThread.isHosted = true
-        loop.loopThread.hostedOutsideDispatch = true
+        loop.confined.isHosted = true
+        loop.confined.hostedOutsideDispatch = true
     }
 
     deinit {
@@ -161,13 +161,13 @@ public final class HostedLoop: @unchecked Sendable {
         precondition(!isDispatching, Self.reenteredMessage("dispatch()", loop))
         if case .ended = phase { return }
         isDispatching = true
-        loop.loopThread.hostedOutsideDispatch = false
+        loop.confined.hostedOutsideDispatch = false
         defer {
             isDispatching = false
             if endRequested {
                 finish()
             } else if !isEnded {
-                loop.loopThread.hostedOutsideDispatch = true
+                loop.confined.hostedOutsideDispatch = true
             }
         }
         switch phase {
@@ -264,7 +264,7 @@ public final class HostedLoop: @unchecked Sendable {
         let run = run.unsafelyUnwrapped
         let result = loop.passAfterWait(run, head)
         if passIsRecorded { loop.instrumentPassEnded(run) }
-        loop.loopThread.timePassed()
+        loop.confined.timePassed()
         if result == nil {
             phase = .passStart
         } else {
@@ -282,7 +282,7 @@ public final class HostedLoop: @unchecked Sendable {
     /// current pass is finished as a stopped one, the run call exits.
     private func finish() {
         isDispatching = true  // the pass's callouts run in here: no dispatch, no run from the host
-        loop.loopThread.hostedOutsideDispatch = false
+        loop.confined.hostedOutsideDispatch = false
         defer { isDispatching = false }
         if let run {
             switch phase {
@@ -307,8 +307,8 @@ public final class HostedLoop: @unchecked Sendable {
     private func endHosting() {
         phase = .ended
         driver.endDrive()
-        loop.loopThread.isHosted = false
-        loop.loopThread.hostedOutsideDispatch = false
+        loop.confined.isHosted = false
+        loop.confined.hostedOutsideDispatch = false
     }
 
     // MARK: - Messages
@@ -380,7 +380,7 @@ extension Loop {
         preconditionOnLoopThread("beginHosting(forMode:)")
         precondition(
             mode != .common, "Loop.beginHosting(forMode:): .common cannot be run (SPEC R9); pick a concrete mode.")
-        if loopThread.isHosted { throw .alreadyHosted }
+        if confined.isHosted { throw .alreadyHosted }
         guard let descriptor = waiter.hostDescriptor else { throw .noDescriptor }
         let (running, driven, ended) = lock.withLock {
             (!state.runCalls.isEmpty, state.driver != nil, state.lifecycle.isEnded)

@@ -12,7 +12,7 @@ import Synchronization
 // begin (instruments turned on inside it) is picked up at its next pass; records left behind by
 // instruments turned off are dropped by depth when the next stretch at that depth opens.
 //
-// Time: the loop's own clock reading (`LoopThreadState.now`), which the pass reuses, so a pass
+// Time: the loop's own clock reading (`ThreadConfinedState.now`), which the pass reuses, so a pass
 // with metrics on reads the clock about once more than without, and a callout once after it
 // returns (the loop would read it next anyway). Virtual-time loops record virtual time.
 //
@@ -227,7 +227,7 @@ extension Loop {
     @inline(never)
     func instrumentRunBegan(_ run: borrowing RunContext) {
         let recorder = instruments
-        let now = loopThread.now(waiter)
+        let now = confined.now(waiter)
         recorder.catchUp()
         let depth = run.depth + 1  // counted from 1 for an outermost run call, as in `notification`
         recorder.trimRuns(below: depth)
@@ -241,7 +241,7 @@ extension Loop {
         let recorder = instruments
         // The last reading, not a new one: the run's last pass (or the exit observers' callouts)
         // took it just now, and the loop has done nothing since but notify the exit.
-        let now = loopThread.lastReading
+        let now = confined.lastReading
         let depth = run.depth + 1
         recorder.trimRuns(below: depth + 1)
         if let open = recorder.runs.top?.pointee, open.depth == depth {
@@ -257,7 +257,7 @@ extension Loop {
     @inline(never)
     func instrumentPassBegan(_ run: borrowing RunContext) {
         let recorder = instruments
-        let now = loopThread.now(waiter)
+        let now = confined.now(waiter)
         recorder.catchUp()
         let depth = run.depth + 1
         // Unretained: a loop's modes live as long as the loop (see the run record above).
@@ -283,7 +283,7 @@ extension Loop {
         guard let top = recorder.runs.top, top.pointee.depth == depth, top.pointee.passOpen else { return }
         top.pointee.passOpen = false
         let open = top.pointee
-        let now = loopThread.now(waiter)
+        let now = confined.now(waiter)
         record(.pass, depth: depth, from: open.passStart, to: now)
         // Busy time so far, so that a loop that never blocks shows it too.
         if let since = recorder.busySince {
@@ -301,7 +301,7 @@ extension Loop {
     /// Before a blocking wait: the loop's clock reading, to hand to ``instrumentWaitEnded(since:cause:)``.
     @inline(never)
     func instrumentWaitBegan() -> Int64 {
-        let now = loopThread.now(waiter)
+        let now = confined.now(waiter)
         instruments.catchUp()
         ensureRunRecord(since: now)
         if let since = instruments.busySince, recordsMetrics {
@@ -314,8 +314,8 @@ extension Loop {
     @inline(never)
     func instrumentWaitEnded(since start: Int64, cause: MetricsStorage.WakeCause) {
         let recorder = instruments
-        loopThread.timePassed()
-        let now = loopThread.now(waiter)
+        confined.timePassed()
+        let now = confined.now(waiter)
         recorder.waited += now - start
         recorder.busySince = now
         if recordsMetrics {
@@ -344,7 +344,7 @@ extension Loop {
     @inline(never)
     func instrumentCalloutBegan(_ kind: CalloutKind, label: StaticString?, delay: Int64?) {
         let recorder = instruments
-        let now = loopThread.now(waiter)
+        let now = confined.now(waiter)
         ensureRunRecord(since: now)
         recorder.callouts.push(
             .init(kind: kind, label: label, start: now, waited: recorder.waited, outerReported: recorder.innerReported))
@@ -361,8 +361,8 @@ extension Loop {
     func instrumentCalloutEnded() {
         let recorder = instruments
         guard let open = recorder.callouts.pop() else { return }
-        loopThread.timePassed()
-        let now = loopThread.now(waiter)
+        confined.timePassed()
+        let now = confined.now(waiter)
         let busy = now - open.start - (recorder.waited - open.waited)
         let depth = state.runCallCount
         if recordsMetrics { recorder.withMetrics { $0.callouts[open.kind.rawValue].record(busy) } }
@@ -387,8 +387,8 @@ extension Loop {
     /// charged with that little work, except a big timer batch, which reads it too.)
     @inline(never)
     func instrumentJobBatchBegan() {
-        loopThread.timePassed()
-        let now = loopThread.now(waiter)
+        confined.timePassed()
+        let now = confined.now(waiter)
         ensureRunRecord(since: now)
         instruments.batchStarts.push(now)
     }
@@ -398,7 +398,7 @@ extension Loop {
         guard let start = instruments.batchStarts.pop() else { return }
         record(
             .jobBatch, label: label, count: jobs, depth: state.runCallCount, from: start,
-            to: loopThread.lastReading)
+            to: confined.lastReading)
     }
 
     /// Opens the record of the innermost run call if the recorder has not seen it begin.

@@ -314,13 +314,13 @@ extension Loop {
     /// the last of them is gone.
     ///
     /// - Important: Safe from any thread.
-    package func lifetimeLease() -> AnyObject? {
-        lock.withLock { state.lease.object }
+    package func lifetimeHold() -> AnyObject? {
+        lock.withLock { state.lifetimeHold.object }
     }
 
     /// Records the keep-alive object of the `LoopThread` that owns this loop (held weakly).
-    func setLifetimeLease(_ lease: AnyObject) {
-        lock.withLock { state.lease = WeakObject(object: lease) }
+    func setLifetimeHold(_ lifetimeHold: AnyObject) {
+        lock.withLock { state.lifetimeHold = WeakObject(object: lifetimeHold) }
     }
 }
 

@@ -70,7 +70,7 @@ extension Loop {
         for modeState in state.modes.values { modeState.descriptorCount = 0 }
         state.descriptorSources.removeAll()
         state.pausedDescriptorSources.removeAll()
-        loopThread.readyDescriptorSources.removeAll()
+        confined.readyDescriptorSources.removeAll()
         let id = ObjectIdentifier(self)
         for (source, _) in detached.cancels {
             source.withRegistrations { _ = $0.removeValue(forKey: id) }
@@ -84,8 +84,8 @@ extension Loop {
         detached.objects.append(contentsOf: state.jobQueues as [AnyObject])
         state.jobQueues.removeAll()
         state.boundEndAwareItems.removeAll()  // told the loop ended by the seal (tearDown seals first)
-        detached.objects.append(contentsOf: loopThread.jobQueues as [AnyObject])
-        loopThread.jobQueues.removeAll()
+        detached.objects.append(contentsOf: confined.jobQueues as [AnyObject])
+        confined.jobQueues.removeAll()
         state.attachments.removeAll()
         if let driver = state.driver { detached.objects.append(driver) }
         state.driver = nil

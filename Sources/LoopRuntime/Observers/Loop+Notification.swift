@@ -8,9 +8,9 @@ extension Loop {
     /// - Important: Only on the loop's thread, from an observer's handler.
     @inline(__always)
     package var notification: (mode: Mode, depth: Int, nanoseconds: Int64) {
-        guard let mode = loopThread.notifiedMode else {
+        guard let mode = confined.notifiedMode else {
             preconditionFailure("Loop.notification: read outside an observer's callout, or off the loop's thread")
         }
-        return (mode._withUnsafeGuaranteedRef { $0.mode }, state.runCallCount, loopThread.now(waiter))
+        return (mode._withUnsafeGuaranteedRef { $0.mode }, state.runCallCount, confined.now(waiter))
     }
 }

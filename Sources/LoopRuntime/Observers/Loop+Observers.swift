@@ -150,9 +150,9 @@ extension Loop {
         // snapshot holds every observer in it, so they are used unretained below (a retain and a
         // release per observer and per event otherwise: the activity stream's largest cost).
         let snapshot = mode.observerSnapshot
-        let outerNotification = loopThread.notifiedMode  // a nested run's notifications come back here
-        loopThread.notifiedMode = Unmanaged.passUnretained(mode)
-        defer { loopThread.notifiedMode = outerNotification }
+        let outerNotification = confined.notifiedMode  // a nested run's notifications come back here
+        confined.notifiedMode = Unmanaged.passUnretained(mode)
+        defer { confined.notifiedMode = outerNotification }
         // Once per notification (Instruments/LoopInstruments.swift): the loop without instruments
         // is the plain one.
         let records = isInstrumented
@@ -205,6 +205,6 @@ extension Loop {
         // A user's observer may have run for any time: the clock is read again when next needed
         // (by the observers after it, too). Recording observers (the activity stream) return at
         // once and leave the reading shared.
-        if !observer.takesNoTime { loopThread.timePassed() }
+        if !observer.takesNoTime { confined.timePassed() }
     }
 }

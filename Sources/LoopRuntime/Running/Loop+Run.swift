@@ -95,7 +95,7 @@ extension Loop {
         -> RunResult
     {
         preconditionOnLoopThread("run(_:)")
-        if loopThread.hostedOutsideDispatch { Self.runWhileHosted(self) }
+        if confined.hostedOutsideDispatch { Self.runWhileHosted(self) }
         guard
             let run = beginRunCall(
                 mode, now: now, deadline: deadline, zeroTimeout: zeroTimeout,
@@ -108,7 +108,7 @@ extension Loop {
             if recordsPass { instrumentPassBegan(run) }
             result = runPass(run)
             if recordsPass { instrumentPassEnded(run) }
-            loopThread.timePassed()  // each pass reads the clock again, at most once
+            confined.timePassed()  // each pass reads the clock again, at most once
         }
         endRunCall(run)
         return result.unsafelyUnwrapped
@@ -122,7 +122,7 @@ extension Loop {
     func beginRunCall(_ mode: Mode, now: Int64?, deadline: Int64, zeroTimeout: Bool, returnAfterSourceHandled: Bool)
         -> RunContext?
     {
-        loopThread.hasRun = true
+        confined.hasRun = true
         if isMain { installMainQueueSourceIfNeeded(runningIn: mode) }
         var dropped: [TimerHeap.Entry]?
         let entered: RunContext? = lock.withLock {
@@ -153,7 +153,7 @@ extension Loop {
             if var dropped { releaseDropped(&dropped) }
             return nil
         }
-        if let now { loopThread.setNow(now) } else { loopThread.timePassed() }
+        if let now { confined.setNow(now) } else { confined.timePassed() }
         if run.isRecorded { instrumentRunBegan(run) }
         notifyObservers(.entry, of: run)  // SPEC R17
         return run
@@ -217,7 +217,7 @@ extension Loop {
     private func endOfPass(_ run: RunContext, handled: Bool) -> RunResult? {
         if handled && run.returnAfterSourceHandled { return .handledSource }
         if run.zeroTimeout { return .timedOut }
-        if run.deadline != LoopTime.distantFuture && loopThread.now(waiter) >= run.deadline {
+        if run.deadline != LoopTime.distantFuture && confined.now(waiter) >= run.deadline {
             return .timedOut
         }
         return lock.withLock {

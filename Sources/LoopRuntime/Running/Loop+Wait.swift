@@ -69,19 +69,19 @@ extension Loop {
         var cause = MetricsStorage.WakeCause.handOff
         if spinsBeforeWaiting {
             // The reading `enterSleep` used: the moment the loop was ready to wait.
-            let readyAt = loopThread.lastReading
+            let readyAt = confined.lastReading
             withWaitEvents { cause = sleep(run, spinningFrom: readyAt, into: &$0) }
             let end = waiter.now()
-            loopThread.spin.waitEnded(from: readyAt, to: end, handOff: cause == .handOff)
+            confined.spin.waitEnded(from: readyAt, to: end, handOff: cause == .handOff)
         } else {
             withWaitEvents { cause = sleep(run, spinningFrom: nil, into: &$0) }
         }
         let wokenUp = lock.withLock { leaveSleep(run) }
-        loopThread.timePassed()
+        confined.timePassed()
         if recordsWait {
             if wokenUp {
                 cause = .wakeUp
-            } else if cause == .timer, run.deadline <= loopThread.now(waiter) {
+            } else if cause == .timer, run.deadline <= confined.now(waiter) {
                 cause = .deadline
             }
             instrumentWaitEnded(since: waitStart, cause: cause)
@@ -92,11 +92,11 @@ extension Loop {
     /// copied), so that it stays uniquely referenced and resetting it keeps its capacity.
     @inline(__always)
     private func withWaitEvents(_ body: (inout WaitEvents) -> Void) {
-        var events = loopThread.waitEvents
-        loopThread.waitEvents = WaitEvents()
+        var events = confined.waitEvents
+        confined.waitEvents = WaitEvents()
         events.reset()
         body(&events)
-        loopThread.waitEvents = events
+        confined.waitEvents = events
     }
 
     /// May the loop block, and until when? `nil` if it must not: work for the mode is queued (it
@@ -117,7 +117,7 @@ extension Loop {
     /// of the mode are watched again, the waiter is armed, and the sleeping mode is recorded so that
     /// other threads can re-arm the wait (SPEC R41, M7). Lock held; false if the loop must not block.
     private func enterSleep(_ run: RunContext) -> Bool {
-        guard let deadline = blockingDeadline(run, now: loopThread.now(waiter)),
+        guard let deadline = blockingDeadline(run, now: confined.now(waiter)),
             !announceSleep(in: run.mode)
         else { return false }
         resumeWatching(in: run.mode)
@@ -135,8 +135,8 @@ extension Loop {
     private func sleep(
         _ run: RunContext, spinningFrom readyAt: Int64?, into events: inout WaitEvents
     ) -> MetricsStorage.WakeCause {
-        if let readyAt, loopThread.spin.budget > 0,
-            spin(until: readyAt &+ loopThread.spin.budget)
+        if let readyAt, confined.spin.budget > 0,
+            spin(until: readyAt &+ confined.spin.budget)
         {
             _ = fallAsleep()  // fails (notified) and leaves the state awake
             // A loop kept busy by hand-offs may not block for a long while: its descriptors are
@@ -208,7 +208,7 @@ extension Loop {
     /// thread moves when it adds an earlier timer (SPEC R41); `nil` if it has passed.
     func hostedWaitDeadline() -> Int64? {
         let armed = waiter.armedDeadline()
-        return armed == Int64.min || armed <= loopThread.now(waiter) ? nil : armed
+        return armed == Int64.min || armed <= confined.now(waiter) ? nil : armed
     }
 
     /// Step 8 of a hosted pass, the half after the host's wait: looks at what woke the loop
@@ -223,7 +223,7 @@ extension Loop {
             let previous = sleepState.exchange(Loop.awake, ordering: .sequentiallyConsistent)
             let descriptorReady =
                 !events.ready.isEmpty && lock.withLock { absorbReadiness(events.ready, in: run.mode) }
-            loopThread.timePassed()
+            confined.timePassed()
             if previous == Loop.notified {
                 cause = .handOff
             } else if descriptorReady {

@@ -146,13 +146,13 @@ public final class LoopDriver: Sendable {
     /// - Important: Safe from any thread.
     public func switchMode(to mode: Loop.Mode, entered: (@Sendable () -> Void)? = nil) {
         if let entered {
-            switchMode(to: mode, completion: { _ in entered() })
+            switchMode(to: mode, reporting: { _ in entered() })
         } else {
-            switchMode(to: mode, completion: nil)
+            switchMode(to: mode, reporting: nil)
         }
     }
 
-    /// How a switch ended, for ``switchMode(to:completion:)``.
+    /// How a switch ended, for ``switchMode(to:reporting:)``.
     package enum SwitchOutcome: Sendable, Equatable {
         /// The loop entered the mode (its first pass there has started).
         case entered
@@ -162,11 +162,12 @@ public final class LoopDriver: Sendable {
         case driveEnded
     }
 
-    /// ``switchMode(to:entered:)``, telling `completion` how the switch ended. `completion` is
-    /// called exactly once. Support for the `LoopExecutor` module.
+    /// ``switchMode(to:entered:)``, telling `completion` how the switch ended (entered, superseded,
+    /// or the drive ended first). `completion` is called exactly once. Support for the
+    /// `LoopExecutor` module's async switch.
     ///
     /// - Important: Safe from any thread.
-    package func switchMode(to mode: Loop.Mode, completion: (@Sendable (SwitchOutcome) -> Void)?) {
+    package func switchMode(to mode: Loop.Mode, reporting completion: (@Sendable (SwitchOutcome) -> Void)?) {
         precondition(mode != .common, "LoopDriver.switchMode(to:): .common cannot be run (SPEC R9).")
         let outcome: (changed: Bool, ended: Bool, superseded: [@Sendable (SwitchOutcome) -> Void]) = state.withLock {
             state in
@@ -244,7 +245,7 @@ extension Loop {
         lock.withLock {
             precondition(
                 state.driver == nil || state.driver === driver,
-                loopThread.isHosted
+                confined.isHosted
                     ? "LoopDriver.run(): the \(self) is run by a host (HostedLoop): end the hosting before driving it yourself."
                     : "LoopDriver.run(): the \(self) is already driven by another LoopDriver.")
             state.driver = driver

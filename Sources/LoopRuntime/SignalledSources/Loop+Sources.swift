@@ -159,13 +159,13 @@ extension Loop {
     @inline(__always)
     func performSignalledSources(_ run: RunContext) -> Bool {
         // No lock, no call when none is signalled (and no outer pass is performing sources).
-        (state.mayHaveSignalledSources || !loopThread.sourceBatches.isEmpty) && performSignalledSourcesLocked(run)
+        (state.mayHaveSignalledSources || !confined.sourceBatches.isEmpty) && performSignalledSourcesLocked(run)
     }
 
     @inline(never)
     private func performSignalledSourcesLocked(_ run: RunContext) -> Bool {
-        var batch = loopThread.sources
-        loopThread.sources = []
+        var batch = confined.sources
+        confined.sources = []
         lock.withLock {
             state.signalledSources.extract(into: &batch) { source in
                 // Invalid, or not signalled any more (performed by another loop of the source, SPEC
@@ -177,7 +177,7 @@ extension Loop {
             // A nested run (from a callout of an outer pass) also performs the sources the outer
             // passes collected and have not performed yet, if they are still signalled and in this
             // mode, as CFRunLoop does; the outer pass then finds them performed (`consumeSignal`).
-            loopThread.sourceBatches.forEach { outer in
+            confined.sourceBatches.forEach { outer in
                 for source in outer
                 where source.isValid && source.isSignalled && run.mode.sources[ObjectIdentifier(source)] != nil
                     && !batch.contains(where: { $0 === source })
@@ -191,7 +191,7 @@ extension Loop {
             sortForPerforming(&batch)
             let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
             batch.withUnsafeBufferPointer { batch in
-                loopThread.sourceBatches.push(batch)  // no retain: the batch is not changed meanwhile
+                confined.sourceBatches.push(batch)  // no retain: the batch is not changed meanwhile
                 for index in batch.indices {
                     if handled && run.returnAfterSourceHandled {
                         // SPEC R47: the rest stay signalled for later passes or runs.
@@ -214,13 +214,13 @@ extension Loop {
                     guard called else { continue }
                     if recorded { instrumentCalloutEnded() }
                     handled = true
-                    loopThread.timePassed()
+                    confined.timePassed()
                 }
-                loopThread.sourceBatches.pop()
+                confined.sourceBatches.pop()
             }
             batch.removeAll(keepingCapacity: true)
         }
-        loopThread.sources = batch
+        confined.sources = batch
         return handled
     }
 

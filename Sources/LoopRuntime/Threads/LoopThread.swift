@@ -48,7 +48,7 @@ import Synchronization
 /// - Important: Safe from any thread.
 public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     // Thread-safety: `name`, `loop`, `driver`, `core` and `thread` are immutable after init;
-    // `core`'s state is guarded by its lock; `lease` is only touched by init and deinit.
+    // `core`'s state is guarded by its lock; `lifetimeHold` is only touched by init and deinit.
 
     /// The thread's name, in full (the kernel keeps 15 bytes: a longer name is cut there, keeping
     /// a trailing `-<number>`, so `default-executor-12` shows as `default-exec-12`).
@@ -60,8 +60,8 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     public let driver: LoopDriver
     private let core: Core
     private let thread: PlatformThread
-    /// Keeps the thread running; shared with the loop's executors (see ``Lease``).
-    private var lease: Lease?
+    /// Keeps the thread running; shared with the loop's executors (see ``LifetimeHold``).
+    private var lifetimeHold: LifetimeHold?
 
     /// Shared by the `LoopThread` and its thread (which must not keep the `LoopThread` alive).
     ///
@@ -97,7 +97,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
     /// What keeps a released `LoopThread` serving the actors pinned to it: held by the `LoopThread`
     /// and by every executor of its loop (weakly by the loop). When the last holder lets go, the
     /// thread shuts itself down and, since nobody is left to join it, detaches.
-    private final class Lease: Sendable {
+    private final class LifetimeHold: Sendable {
         let loop: Loop
         let driver: LoopDriver
         let core: Core
@@ -150,13 +150,13 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         }
         self.loop = loop!
         self.driver = driver!
-        let lease = Lease(loop: loop!, driver: driver!, core: core, thread: thread)
-        loop!.setLifetimeLease(lease)
-        self.lease = lease
+        let lifetimeHold = LifetimeHold(loop: loop!, driver: driver!, core: core, thread: thread)
+        loop!.setLifetimeHold(lifetimeHold)
+        self.lifetimeHold = lifetimeHold
     }
 
     deinit {
-        guard isKnownUniquelyReferenced(&lease) else {
+        guard isKnownUniquelyReferenced(&lifetimeHold) else {
             // An executor of the loop is still held (an actor pinned to the thread may still send
             // it work): the thread serves on, and ends when the last executor is released.
             return
@@ -164,7 +164,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         // Nothing else can reach the thread: shut it down now, as `shutdown()` does.
         if core.claimJoin() {
             if loop.beginDraining(.released) { driver.stop() }
-            lease = nil
+            lifetimeHold = nil
             if loop.isCurrentThread {
                 thread.detach()  // the last reference went away on the thread itself
             } else {

@@ -7,10 +7,10 @@ extension Loop {
     /// Step 10, first half: fire the timers of the mode that are due (SPEC R34–R39, R42).
     @inline(__always)
     func fireDueTimers(_ run: RunContext) {
-        let now = loopThread.now(waiter)
+        let now = confined.now(waiter)
         // No lock, no call when nothing is due and nothing waits to be released.
         if run.mode.mayHaveTimersDue(at: now) || state.timerGraveyard.mayHaveEntries
-            || !loopThread.timerBatches.isEmpty
+            || !confined.timerBatches.isEmpty
         {
             fireDueTimers(run, now: now)
         }
@@ -18,14 +18,14 @@ extension Loop {
 
     @inline(never)
     private func fireDueTimers(_ run: RunContext, now: Int64) {
-        var due = loopThread.dueTimers
-        loopThread.dueTimers = []
+        var due = confined.dueTimers
+        confined.dueTimers = []
         // SPEC R35: collected first, then fired in ascending fire date, ties in add order.
         var dead: [TimerHeap.Entry] = lock.withLock {
             if !run.mode.timerHeap.isEmpty {
                 run.mode.timerHeap.popDue(asOf: now, into: &due)
             }
-            if !loopThread.timerBatches.isEmpty { addOuterBatches(of: run.mode, asOf: now, to: &due) }
+            if !confined.timerBatches.isEmpty { addOuterBatches(of: run.mode, asOf: now, to: &due) }
             return run.mode.timerHeap.takeGraveyard()
         }
         // Released outside the lock: a timer's last release may run user code (see TimerHeap).
@@ -36,17 +36,17 @@ extension Loop {
             // after them (the next million timers) then misses the cache once or twice.
             let releaseAfterBatch = due.count >= TimerHeap.addressOrderThreshold
             let records = isInstrumented  // once per batch (Instruments/LoopInstruments.swift)
-            if records && releaseAfterBatch { loopThread.timePassed() }  // sorting it took time
+            if records && releaseAfterBatch { confined.timePassed() }  // sorting it took time
             due.withUnsafeBufferPointer { batch in
                 // Visible to the nested runs of the callouts: only the entries after the one firing,
                 // whose references the batch still owns (a small batch gives each back right after
                 // its callout, and the timer may be gone then). Not retained: the buffer is
                 // unchanged meanwhile, and this pass outlives its callouts' nested runs.
                 let mode = Unmanaged.passUnretained(run.mode)
-                loopThread.timerBatches.push((UnsafeBufferPointer(rebasing: batch[...]), mode))
-                defer { loopThread.timerBatches.pop() }
+                confined.timerBatches.push((UnsafeBufferPointer(rebasing: batch[...]), mode))
+                defer { confined.timerBatches.pop() }
                 for index in batch.indices {
-                    loopThread.timerBatches.replaceTop((UnsafeBufferPointer(rebasing: batch[(index + 1)...]), mode))
+                    confined.timerBatches.replaceTop((UnsafeBufferPointer(rebasing: batch[(index + 1)...]), mode))
                     // A big batch touches a timer object per entry in deadline order, not memory
                     // order: start loading the ones a few entries ahead so the misses overlap.
                     if index + Self.prefetchDistance < batch.count {
@@ -65,7 +65,7 @@ extension Loop {
                 due.removeAll(keepingCapacity: true)
             }
         }
-        loopThread.dueTimers = due
+        confined.dueTimers = due
     }
 
     /// A nested run in the mode of an outer pass that is firing its due timers fires those of them
@@ -76,7 +76,7 @@ extension Loop {
     private func addOuterBatches(of mode: ModeState, asOf now: Int64, to due: inout [TimerHeap.Entry]) {
         let start = due.count
         let modeAddress = Unmanaged.passUnretained(mode).toOpaque()  // compared only, never used
-        loopThread.timerBatches.forEach { outer in
+        confined.timerBatches.forEach { outer in
             guard outer.mode.toOpaque() == modeAddress else { return }
             for entry in outer.entries where entry.fireDate <= now {
                 let waiting = entry.withTimer { $0.generation == entry.generation && !$0.isFiring }
@@ -117,7 +117,7 @@ extension Loop {
             recorded =
                 records
                 && instrumentCalloutBegins(
-                    .timer, label: timer.label, lateness: LoopTime.distance(from: serviced, to: loopThread.now(waiter)))
+                    .timer, label: timer.label, lateness: LoopTime.distance(from: serviced, to: confined.now(waiter)))
             timer.handler(timer)
         }
         guard called else {
@@ -128,9 +128,9 @@ extension Loop {
             return
         }
         if recorded { instrumentCalloutEnded() }
-        loopThread.timePassed()
+        confined.timePassed()
         // After the callout: SPEC R37 counts from the real now.
-        let now = timer.isRepeating ? loopThread.now(waiter) : 0
+        let now = timer.isRepeating ? confined.now(waiter) : 0
 
         change { change in
             guard timer.isRepeating else {
@@ -166,7 +166,7 @@ extension Loop {
     @inline(never)
     private func startFiringMoved(_ timer: LoopTimer, in mode: ModeState) -> Int64? {
         let schedule = timer.boundSchedule
-        guard timer.modes.contains(mode), schedule.fireDate <= loopThread.now(waiter) else { return nil }
+        guard timer.modes.contains(mode), schedule.fireDate <= confined.now(waiter) else { return nil }
         retireEntries(of: timer)
         timer.isFiring = true
         return schedule.fireDate

@@ -4,7 +4,7 @@
 ///
 /// Everything here is read and written by the pass, its wait, and the teardown (which runs on the
 /// loop's thread at thread exit, or in `deinit` when no thread uses the loop any more).
-final class LoopThreadState {
+final class ThreadConfinedState {
     // MARK: Buffers the pass reuses, so that a steady-state pass does not allocate
 
     // A nested run takes a buffer out while it works, so the outer run finds it empty and
