@@ -139,29 +139,34 @@
             for mode in modes { loop.add(timer, forMode: mode) }
         }
 
-        /// `SchedulingExecutor.enqueue(_:at:tolerance:clock:)` for the executor `owner`: the job
-        /// waits in a loop timer, or — for a clock the loop cannot convert — in the clock's own
-        /// sleep, after which it goes to `enqueue` (the executor's own enqueue).
-        func schedule<C: Clock>(
-            _ job: UnownedJob, at instant: C.Instant, tolerance: C.Duration?, clock: C,
-            keeping owner: AnyObject & Sendable, otherwise enqueue: @escaping @Sendable (UnownedJob) -> Void
+        /// `SchedulingExecutor.enqueue(_:at:tolerance:clock:)` for the executor `owner` — the one
+        /// body of the three loop executors' conformances: the job waits in a loop timer, or — for
+        /// a clock the loop cannot convert — in the clock's own sleep, after which it goes to the
+        /// executor's own enqueue. (A shared protocol extension cannot witness the public SPI
+        /// requirement for the three public types, so each conformance is one call here.)
+        func schedule<C: Clock, Owner: Executor & AnyObject & Sendable>(
+            _ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C, for owner: Owner
         ) {
+            let job = UnownedJob(job)
             guard let deadline = loopDeadline(of: instant, clock: clock, on: loop) else {
-                scheduleOnForeignClock(job, at: instant, tolerance: tolerance, clock: clock, enqueue: enqueue)
+                scheduleOnForeignClock(job, at: instant, tolerance: tolerance, clock: clock) {
+                    owner.enqueue(ExecutorJob($0))
+                }
                 return
             }
             schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: owner)
         }
 
         /// `SchedulingExecutor.enqueue(_:after:tolerance:clock:)` for the executor `owner`; see
-        /// ``schedule(_:at:tolerance:clock:keeping:otherwise:)``.
-        func schedule<C: Clock>(
-            _ job: UnownedJob, after delay: C.Duration, tolerance: C.Duration?, clock: C,
-            keeping owner: AnyObject & Sendable, otherwise enqueue: @escaping @Sendable (UnownedJob) -> Void
+        /// ``schedule(_:at:tolerance:clock:for:)``.
+        func schedule<C: Clock, Owner: Executor & AnyObject & Sendable>(
+            _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C, for owner: Owner
         ) {
+            let job = UnownedJob(job)
             guard let deadline = loopDeadline(after: delay, clock: clock, on: loop) else {
-                scheduleOnForeignClock(
-                    job, at: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock, enqueue: enqueue)
+                scheduleOnForeignClock(job, at: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock) {
+                    owner.enqueue(ExecutorJob($0))
+                }
                 return
             }
             schedule(job, at: deadline, tolerance: loopTolerance(tolerance), keeping: owner)

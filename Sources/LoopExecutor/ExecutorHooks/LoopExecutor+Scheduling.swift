@@ -36,9 +36,7 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C
         ) {
-            delayedJobs.schedule(
-                UnownedJob(job), at: instant, tolerance: tolerance, clock: clock, keeping: self,
-                otherwise: { self.enqueue(ExecutorJob($0)) })
+            delayedJobs.schedule(job, at: instant, tolerance: tolerance, clock: clock, for: self)
         }
 
         /// Runs `job` on this executor `delay` from now on `clock`; see
@@ -48,9 +46,7 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
         ) {
-            delayedJobs.schedule(
-                UnownedJob(job), after: delay, tolerance: tolerance, clock: clock, keeping: self,
-                otherwise: { self.enqueue(ExecutorJob($0)) })
+            delayedJobs.schedule(job, after: delay, tolerance: tolerance, clock: clock, for: self)
         }
     }
 

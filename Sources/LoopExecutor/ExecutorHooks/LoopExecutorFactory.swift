@@ -72,14 +72,8 @@
         public static func runMain<Result: Sendable>(
             _ body: @escaping @MainActor () async throws -> Result
         ) throws -> Result {
-            precondition(
-                withUnsafeCurrentTask { $0 == nil },
-                "LoopExecutorFactory.runMain(_:) was called from async code (an async main, or a task). Call it from a synchronous main, as its first statement: `static func main() throws { try LoopExecutorFactory.runMain { … } }`."
-            )
-            precondition(
-                Loop.main.isCurrentThread,
-                "LoopExecutorFactory.runMain(_:) must be called on the main thread: it hands that thread to the main loop."
-            )
+            preconditionRunMainCaller(
+                "LoopExecutorFactory.runMain(_:)", example: "try LoopExecutorFactory.runMain { … }")
             precondition(
                 install(),
                 "LoopExecutorFactory.runMain(_:): the Swift runtime did not take the executor factory, so the main actor is not the main loop's. Make runMain the first statement of a synchronous main, before anything starts a task or touches the main actor."

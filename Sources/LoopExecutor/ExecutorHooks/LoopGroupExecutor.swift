@@ -373,9 +373,7 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C
         ) {
-            schedulingLane().delayedJobs.schedule(
-                UnownedJob(job), at: instant, tolerance: tolerance, clock: clock, keeping: self,
-                otherwise: { self.enqueue(ExecutorJob($0)) })
+            schedulingLane().delayedJobs.schedule(job, at: instant, tolerance: tolerance, clock: clock, for: self)
         }
 
         /// Runs `job` `delay` from now on `clock` in a timer of one of the group's loops.
@@ -384,9 +382,7 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
         ) {
-            schedulingLane().delayedJobs.schedule(
-                UnownedJob(job), after: delay, tolerance: tolerance, clock: clock, keeping: self,
-                otherwise: { self.enqueue(ExecutorJob($0)) })
+            schedulingLane().delayedJobs.schedule(job, after: delay, tolerance: tolerance, clock: clock, for: self)
         }
     }
 #endif

@@ -167,9 +167,7 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C
         ) {
-            delayedJobs.schedule(
-                UnownedJob(job), at: instant, tolerance: tolerance, clock: clock, keeping: self,
-                otherwise: { self.enqueue(ExecutorJob($0)) })
+            delayedJobs.schedule(job, at: instant, tolerance: tolerance, clock: clock, for: self)
         }
 
         /// Runs `job` on the main loop `delay` from now on `clock`.
@@ -178,9 +176,7 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
         ) {
-            delayedJobs.schedule(
-                UnownedJob(job), after: delay, tolerance: tolerance, clock: clock, keeping: self,
-                otherwise: { self.enqueue(ExecutorJob($0)) })
+            delayedJobs.schedule(job, after: delay, tolerance: tolerance, clock: clock, for: self)
         }
     }
 

@@ -442,19 +442,71 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     }
 }
 
+/// What an iterator of the loop's event streams waits on: its mailbox, whatever the mailbox
+/// buffers. A class so that ``LoopEventIterator`` is one generic type over the element alone (the
+/// buffer types are the module's own); each `next()` is one dynamic call into the specialized
+/// `MailboxHandle`.
+class MailboxReceiver<Element: Sendable>: @unchecked Sendable {
+    // `@unchecked`: no stored state; subclasses are `Sendable` themselves.
+
+    /// The next element in the caller's isolation, or `nil` once the mailbox has finished.
+    func receive(isolation actor: isolated (any Actor)?) async -> Element? {
+        preconditionFailure("MailboxReceiver.receive: the subclass must override it")
+    }
+}
+
 /// A sequence iterator's hold on its mailbox: when the last copy of the iterator goes away, the
 /// mailbox finishes and its producer is detached. The producer (a timer's or observer's handler)
 /// holds the mailbox itself strongly — no weak load per element — and the cycle this makes
 /// through the producer's registration is broken when the mailbox finishes.
-final class MailboxHandle<Buffer: MailboxBuffer>: Sendable {
+final class MailboxHandle<Buffer: MailboxBuffer>: MailboxReceiver<Buffer.Element>, @unchecked Sendable {
+    // `@unchecked`: `mailbox` is immutable and `Sendable`.
     let mailbox: Mailbox<Buffer>
 
     init(_ mailbox: Mailbox<Buffer>) {
         self.mailbox = mailbox
     }
 
+    override func receive(isolation actor: isolated (any Actor)?) async -> Buffer.Element? {
+        await mailbox.receive(isolation: actor).0
+    }
+
     deinit {
         mailbox.finishUnlessFinished()
+    }
+}
+
+/// The iterator of a loop's event streams — `LoopTicks`, `LoopActivities`, `LoopStalls`: the next
+/// element, waited for in the caller's isolation, until the stream ends.
+///
+/// A stream ends when its consuming task is cancelled or its loop stops accepting work (its
+/// `LoopThread` begins shutting down, or its thread exits), after what was buffered.
+///
+/// - Important: Belongs to one task: two tasks waiting in `next()` on one iterator at once is a
+///   programmer error and traps (the second would otherwise replace the first, which would wait
+///   for ever). Copies share the iteration; the stream's producer is detached when the last copy
+///   goes away.
+public struct LoopEventIterator<Element: Sendable>: AsyncIteratorProtocol {
+    let receiver: MailboxReceiver<Element>
+
+    init(_ receiver: MailboxReceiver<Element>) {
+        self.receiver = receiver
+    }
+
+    /// The next element, or `nil` once the stream ended.
+    ///
+    /// Runs in the caller's isolation (it is `nonisolated(nonsending)`): an actor pinned to the
+    /// loop that calls `await iterator.next()` stays on the loop's thread and is resumed by a job
+    /// of the loop, as with `for await`. Only a call through a generic `AsyncIteratorProtocol` that
+    /// has no isolation to pass runs on the generic executor.
+    public nonisolated(nonsending) mutating func next() async -> Element? {
+        await receiver.receive(isolation: #isolation)
+    }
+
+    /// The next element, or `nil` once the stream ended; waits in the caller's isolation, so an
+    /// actor pinned to the loop is resumed by a job of the loop itself (`for await` uses this).
+    public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+        await receiver.receive(isolation: actor)
     }
 }
 

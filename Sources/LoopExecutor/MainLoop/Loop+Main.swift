@@ -41,17 +41,22 @@ extension Loop {
     public static func runMain<Result: Sendable>(
         _ body: @escaping @MainActor () async throws -> Result
     ) throws -> Result {
-        // First: in an async main, the code may not even run on the main thread any more.
-        precondition(
-            withUnsafeCurrentTask { $0 == nil },
-            "Loop.runMain(_:) was called from async code (an async main, or a task). It must own the main thread, and in an async main Swift concurrency already does. Call it from a synchronous main: `static func main() throws { try Loop.runMain { … } }`."
-        )
-        precondition(
-            main.isCurrentThread,
-            "Loop.runMain(_:) must be called on the main thread: it hands that thread to the main loop.")
+        preconditionRunMainCaller("Loop.runMain(_:)", example: "try Loop.runMain { … }")
         let driver = LoopDriver(loop: main)
         return try runMainActorBody(body, stop: driver.stop, drive: driver.run)
     }
+}
+
+/// Traps unless the caller of a `runMain` (`call`) may hand the main thread to the main loop: it
+/// runs on the main thread, outside any task. Checked in that order, because in an async main the
+/// code may not even run on the main thread any more.
+func preconditionRunMainCaller(_ call: StaticString, example: StaticString) {
+    precondition(
+        withUnsafeCurrentTask { $0 == nil },
+        "\(call) was called from async code (an async main, or a task). It must own the main thread, and in an async main Swift concurrency already does. Call it from a synchronous main, as its first statement: `static func main() throws { \(example) }`."
+    )
+    precondition(
+        Loop.main.isCurrentThread, "\(call) must be called on the main thread: it hands that thread to the main loop.")
 }
 
 /// Starts `body` as a main-actor task that calls `stop` once it returned or threw, runs `drive`

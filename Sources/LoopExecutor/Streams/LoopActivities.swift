@@ -142,29 +142,11 @@ public struct LoopActivities: AsyncSequence, Sendable {
         let mailbox =
             first.take()
             ?? Self.startObserving(loop: loop, activities: activities, modes: modes, buffering: buffering)
-        return Iterator(handle: MailboxHandle(mailbox))
+        return Iterator(MailboxHandle(mailbox))
     }
 
-    /// Iterates the events; ends when its task is cancelled or the loop's thread ends.
-    public struct Iterator: AsyncIteratorProtocol {
-        let handle: MailboxHandle<ActivityRing>
-
-        /// The next event, or `nil` once the stream ended.
-        ///
-        /// Runs in the caller's isolation (it is `nonisolated(nonsending)`): an actor pinned to the
-        /// loop that calls `await iterator.next()` stays on the loop's thread and is resumed by a
-        /// job of the loop, as with `for await`. Only a call through a generic
-        /// `AsyncIteratorProtocol` that has no isolation to pass runs on the generic executor.
-        public nonisolated(nonsending) mutating func next() async -> LoopActivityEvent? {
-            await handle.mailbox.receive(isolation: #isolation).0
-        }
-
-        /// The next event, or `nil` once the stream ended; waits in the caller's isolation, so an
-        /// actor pinned to the loop is resumed by a job of the loop itself (`for await` uses this).
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> LoopActivityEvent? {
-            await handle.mailbox.receive(isolation: actor).0
-        }
-    }
+    /// Iterates the events; see ``LoopEventIterator``.
+    public typealias Iterator = LoopEventIterator<LoopActivityEvent>
 
     /// A mailbox fed by a new observer (order `Int.max`) in the stream's modes.
     private static func startObserving(

@@ -68,29 +68,11 @@ public struct LoopStalls: AsyncSequence, Sendable {
     /// later one those since it was made.
     public func makeAsyncIterator() -> Iterator {
         let mailbox = first.take() ?? Self.startWatching(loop: loop, threshold: threshold, buffering: buffering)
-        return Iterator(handle: MailboxHandle(mailbox))
+        return Iterator(MailboxHandle(mailbox))
     }
 
-    /// Iterates the reports; ends when its task is cancelled or the loop stops accepting work.
-    public struct Iterator: AsyncIteratorProtocol {
-        let handle: MailboxHandle<StallRing>
-
-        /// The next report, or `nil` once the stream ended.
-        ///
-        /// Runs in the caller's isolation (it is `nonisolated(nonsending)`): an actor pinned to the
-        /// loop that calls `await iterator.next()` stays on the loop's thread and is resumed by a
-        /// job of the loop, as with `for await`. Only a call through a generic
-        /// `AsyncIteratorProtocol` that has no isolation to pass runs on the generic executor.
-        public nonisolated(nonsending) mutating func next() async -> Loop.Stall? {
-            await handle.mailbox.receive(isolation: #isolation).0
-        }
-
-        /// The next report, or `nil` once the stream ended; waits in the caller's isolation (`for
-        /// await` uses this).
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> Loop.Stall? {
-            await handle.mailbox.receive(isolation: actor).0
-        }
-    }
+    /// Iterates the reports; see ``LoopEventIterator``.
+    public typealias Iterator = LoopEventIterator<Loop.Stall>
 
     private static func startWatching(loop: Loop, threshold: Duration, buffering: LoopBuffering) -> Mailbox<StallRing> {
         let mailbox = Mailbox(on: loop, buffer: StallRing(buffering), name: "LoopStalls", noun: "stall stream")

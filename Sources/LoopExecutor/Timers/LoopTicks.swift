@@ -76,29 +76,11 @@ public struct LoopTicks: AsyncSequence, Sendable {
 
     /// Starts the timer and returns an iterator over its ticks.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(handle: MailboxHandle(startTimer()))
+        Iterator(MailboxHandle(startTimer()))
     }
 
-    /// Iterates the ticks; ends when its task is cancelled or the loop's thread ends.
-    public struct Iterator: AsyncIteratorProtocol {
-        let handle: MailboxHandle<LatestTick>
-
-        /// The next tick, or `nil` once the sequence ended.
-        ///
-        /// Runs in the caller's isolation (it is `nonisolated(nonsending)`): an actor pinned to the
-        /// loop that calls `await iterator.next()` stays on the loop's thread and is resumed by a
-        /// job of the loop, as with `for await`. Only a call through a generic
-        /// `AsyncIteratorProtocol` that has no isolation to pass runs on the generic executor.
-        public nonisolated(nonsending) mutating func next() async -> LoopTick? {
-            await handle.mailbox.receive(isolation: #isolation).0
-        }
-
-        /// The next tick, or `nil` once the sequence ended; waits in the caller's isolation, so an
-        /// actor pinned to the loop is resumed by a job of the loop itself (`for await` uses this).
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> LoopTick? {
-            await handle.mailbox.receive(isolation: actor).0
-        }
-    }
+    /// Iterates the ticks; see ``LoopEventIterator``.
+    public typealias Iterator = LoopEventIterator<LoopTick>
 
     /// A mailbox fed by a new repeating timer in the sequence's modes.
     private func startTimer() -> Mailbox<LatestTick> {
