@@ -348,9 +348,8 @@
     /// into an idle default actor, and back, inline on the same thread, and take the task's own
     /// executor preference (none, for most) as the current task executor. Run as a task executor
     /// instead (`runSynchronously(on: UnownedTaskExecutor)`), a job is a context in which the
-    /// runtime never switches inline, so every call into a default actor became a job of its own
-    /// on the loop: 4 tasks calling one default actor ran at 0.7× the stock rate (BENCHMARKS.md,
-    /// issue #35 item 4).
+    /// runtime never switches inline, so every call into a default actor would be a job of its
+    /// own on the loop (BENCHMARKS.md, "Why the code is as it is").
     ///
     /// The standard library has no public spelling of it. `UnownedSerialExecutor` is `@frozen`: its
     /// one stored property is the runtime's two-word executor reference, and the generic executor

@@ -8,8 +8,8 @@ import LoopRuntime
 // inline (~20 ns). `TaskExecutor` is the door of a task's executor preference: `swift_task_switch`
 // lets a task that prefers a task executor pass between its nonisolated frames inline only while it
 // runs *as that task executor, on the generic serial executor* (the runtime's `mustSwitchToRun`
-// compares both). Run as the serial executor instead, every nonisolated frame of such a task was a
-// new loop job: 20× the global pool on three nested frames (BENCHMARKS.md, issue #35).
+// compares both). Run as the serial executor instead, every nonisolated frame of such a task
+// would be a new loop job (BENCHMARKS.md, "Why the code is as it is").
 //
 // Both doors are one `enqueue(_:)` method, so one object cannot tell them apart: each door is an
 // object. The task door must be the `LoopExecutor` itself — `Task(executorPreference:)` retains the

@@ -245,8 +245,8 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     @exclusivity(unchecked) private var storage: State
     /// Set (after the state machine) once the mailbox has finished, so that a deinit can tell
     /// without touching `state`. A generic class's deinit is never specialized: running the state
-    /// machine there instantiates its generic metadata at run time, which cost a sleep ~9,000
-    /// instructions (callgrind) — 1–2 µs of its lateness.
+    /// machine there would instantiate its generic metadata at run time, on every sleep
+    /// (BENCHMARKS.md, "Why the code is as it is").
     private let finished = Atomic<Bool>(false)
     /// The loop whose thread produces the elements.
     let loop: Loop
@@ -370,10 +370,8 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
     /// it is not `cancellable` (a mode switch: the driver answers exactly once, and a cancelled
     /// task switching back must still wait for the switch).
     ///
-    /// Not `@inline(__always)`, nor is `wait`: forcing these async frames into their callers saved
-    /// a task switch per sleep but made 10,000 loop sleeps on the loop's own executor stall in
-    /// bursts, p99 lateness 1.4–1.8 ms instead of 80–160 µs (BENCHMARKS.md, sixth session of
-    /// issue #14; the cause of the stalls is not understood, the bisection is).
+    /// Not `@inline(__always)`, nor is `wait`: forced into their callers, these async frames made
+    /// many concurrent loop sleeps stall in bursts (BENCHMARKS.md, "Why the code is as it is").
     func receive(
         isolation actor: isolated (any Actor)?, cancellable: Bool = true
     ) async -> (Element?, failure: (any Error)?) {

@@ -57,8 +57,8 @@ final class LabelledBinding: @unchecked Sendable {
 
 /// What the items bound to a loop hold on to: the loop's anchor holds the loop weakly, and the
 /// items hold the anchor strongly. One weak reference per loop instead of one per item: forming a
-/// weak reference costs three 16-byte compare-and-swaps in the Swift runtime (~35 ns, a seventh of
-/// scheduling a timer, issue #14's profile), a strong one a single atomic add. The anchor's
+/// weak reference costs the Swift runtime several compare-and-swaps, a strong one a single atomic
+/// add (the measurement is in BENCHMARKS.md, "Why the code is as it is"). The anchor's
 /// identity also answers "is this item bound to that loop" without loading the weak reference.
 ///
 /// `@unchecked Sendable`: `loop` is written once, in the loop's `init`, before the loop (and so

@@ -12,8 +12,8 @@ import CLoopRuntimeShims
 /// A Swift `Array` would do, but not at a million timers. Each time an array doubles, it allocates
 /// a fresh block, copies itself over and frees the old one. Past glibc's mmap threshold, each
 /// fresh block is a new mapping whose every 4 KiB page faults on first write. That is 48 MB of
-/// faults and 24 MB of copies to grow to a million entries: half the CPU time of scheduling a
-/// million timers in issue #14's profile (see BENCHMARKS.md for what the wall clock showed). So
+/// faults and 24 MB of copies to grow to a million entries, a large share of the cost of
+/// scheduling a million timers (BENCHMARKS.md, "Why the code is as it is"). So
 /// small buffers live in `malloc`'s memory and grow by `realloc`. From 2 MiB on, a buffer is a
 /// mapping of its own, with transparent huge pages requested if the application opted in
 /// (`Loop.largeTimerHeapsUseHugePages`: one fault per 2 MiB). It grows by `mremap`, which moves
