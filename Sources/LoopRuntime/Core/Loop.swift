@@ -94,7 +94,7 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
         // A loop reaches deinit only when no thread holds it as its current loop; release the
         // descriptors and break the item ↔ mode reference cycles without calling out (there is no
         // `self` to hand to a cancel callback any more).
-        var detached = lock.withLock { state.isTornDown ? TakenItems() : takeAllItems() }
+        var detached = lock.withLock { state.lifecycle.isTornDown ? TakenItems() : takeAllItems() }
         detached.release()
         waiter.close()
     }

@@ -155,10 +155,8 @@ final class LoopState {
     /// The deadline of the run call blocked in the wait (see `sleepingMode`).
     @exclusivity(unchecked) var sleepingRunDeadline = LoopTime.distantFuture
 
-    /// open → draining → ended (Loop+Lifecycle.swift): consulted by every entry point.
+    /// open → draining → ended → torn down (Loop+Lifecycle.swift): consulted by every entry point.
     @exclusivity(unchecked) var lifecycle = LoopLifecycle.open
-    /// Set once, when the teardown detached every item (SPEC R5).
-    @exclusivity(unchecked) var isTornDown = false
 
     /// Timer-heap entries to release after unlocking, from every mode (see `TimerGraveyard`).
     let timerGraveyard = TimerGraveyard()

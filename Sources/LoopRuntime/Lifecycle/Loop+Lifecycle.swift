@@ -47,11 +47,16 @@ enum LoopEndReason: Sendable {
     }
 }
 
-/// The life of a loop. Guarded by the loop's lock (a field of `LoopState`).
+/// The life of a loop: open → draining → ended → torn down (a loop whose thread exits goes from
+/// open to ended at once; a loop released without a teardown, by its deinit, from any stage to torn
+/// down). The one place the loop's end is kept: every "has it ended?" is a question asked of it.
+/// Guarded by the loop's lock (a field of `LoopState`).
 enum LoopLifecycle {
     case open
     case draining(LoopEndReason)
     case ended(LoopEndReason)
+    /// Its items were detached and its descriptors closed (SPEC R5): nothing is left to end.
+    case tornDown(LoopEndReason)
 
     /// New items (timers, observers, sources, ports, async waiters) are accepted only while open.
     var acceptsItems: Bool {
@@ -62,16 +67,24 @@ enum LoopLifecycle {
     /// Work (blocks, executor jobs, port messages) is accepted until the loop has ended: the drain
     /// runs what is accepted while draining.
     var acceptsWork: Bool {
-        if case .ended = self { return false }
-        return true
+        switch self {
+        case .open, .draining: true
+        case .ended, .tornDown: false
+        }
     }
 
     var isEnded: Bool { !acceptsWork }
 
+    /// The items were detached (see `Loop.tearDown()`).
+    var isTornDown: Bool {
+        if case .tornDown = self { return true }
+        return false
+    }
+
     var reason: LoopEndReason? {
         switch self {
         case .open: nil
-        case .draining(let reason), .ended(let reason): reason
+        case .draining(let reason), .ended(let reason), .tornDown(let reason): reason
         }
     }
 }

@@ -15,7 +15,7 @@ extension Loop {
     /// the loop's thread (by `LoopThread`, or by the registry's pthread key destructor).
     func tearDown() {
         let taken: (TakenItems, [@Sendable () -> Void])? = lock.withLock {
-            guard !state.isTornDown else { return nil }
+            guard !state.lifecycle.isTornDown else { return nil }
             if !state.lifecycle.isEnded {
                 preconditionNoJobsQueuedLocked("its thread exited")
                 sealLocked()
@@ -38,7 +38,7 @@ extension Loop {
     /// its modes' heaps. Everything whose last release could run user code (closures, sources,
     /// observers, timers, executors) is moved into the result, to be released after unlocking.
     func takeAllItems() -> TakenItems {
-        state.isTornDown = true
+        state.lifecycle = .tornDown(state.lifecycle.reason ?? .threadExited)
         var detached = TakenItems()
         for modeState in state.modes.values {
             for source in modeState.sources.values {
