@@ -28,6 +28,20 @@
 // 4. Tear down: detach every item (SPEC R5), close the descriptors; then the thread exits and
 //    whoever waits in `shutdown()` returns.
 
+// Who keeps what of a loop's end. Whether the loop has ended, and why, is kept in one place:
+// `LoopState.lifecycle`. Every other "ended" in the package is an item's own life, which the
+// lifecycle tells of the loop's end:
+// - a job queue's `closedReason` and a port's `failure`: set by the seal, with the lifecycle's own
+//   notice (`LoopEndNotice`), under the item's lock — jobs and messages are accepted under that
+//   lock, not the loop's. A queue also closes when its executor is released, a port when it is
+//   invalidated.
+// - a waiter's `closed`: the teardown closed its descriptors, so no thread writes to a reused
+//   descriptor number.
+// - a driver's `driveEnded`: the drive stopped, which a loop may outlive (`Loop.main`'s driver).
+// - a `LoopThread`'s `joinClaimed`: who joins the thread, once.
+// - `DelayedJobs`' `ended` and a mailbox's `finished`: a waiter's own end — the loop's end handler
+//   told it, or it was cancelled or answered.
+
 /// Why a loop ended (or is draining): part of every message about work that came too late.
 enum LoopEndReason: Sendable {
     /// `LoopThread.shutdown()` was called, on the named thread.
