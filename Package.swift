@@ -41,7 +41,7 @@ let package = Package(
         // epoll, eventfd and timerfd are not exported by Glibc; this shim exposes them.
         .target(name: "CLoopRuntimeShims"),
         .target(name: "LoopRuntime", dependencies: ["CLoopRuntimeShims"]),
-        .target(name: "LoopExecutor", dependencies: ["LoopRuntime"]),
+        .target(name: "LoopExecutor", dependencies: ["LoopRuntime", "CLoopRuntimeShims"]),
         .target(name: "LoopTesting", dependencies: ["LoopRuntime", "LoopExecutor"]),
         .executableTarget(
             name: "LoopDemo",

@@ -75,7 +75,7 @@
         let modes: [Loop.Mode]
         /// Where a job goes when its time comes: the executor's queue.
         private let enqueue: @Sendable (UnownedJob) -> Void
-        private let state = Locked(State())
+        private let state = ExecutorLocked(State())
         /// The number of entries with a scheduler: every enqueue of the executor reads it (one
         /// relaxed load when no sleep waits).
         private let tracked = Atomic<Int>(0)

@@ -40,7 +40,7 @@ extension LoopThreadGroup {
             for thread in threads { _ = thread.shutdown(then: {}) }
             return
         }
-        let remaining = Locked(threads.count)
+        let remaining = ExecutorLocked(threads.count)
         guard let loop = threads.first?.loop else { return }
         await loop.waitOnce("LoopThreadGroup.shutdown", isolation: isolation, fallback: {}) { completion in
             let oneEnded: @Sendable () -> Void = {

@@ -240,7 +240,7 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
 
     // The state and its lock live in the mailbox itself (not in a `Locked` box): one allocation
     // fewer per sleep. `storage` is only touched inside `withState`.
-    private let lock = LoopLock()
+    private let lock = ExecutorLock()
     /// Touched only inside `withState`, with `lock` held.
     @exclusivity(unchecked) private var storage: State
     /// Set (after the state machine) once the mailbox has finished, so that a deinit can tell
@@ -514,10 +514,10 @@ public struct LoopEventIterator<Element: Sendable>: AsyncIteratorProtocol {
 /// the same stream value attaches a producer of its own, from then on. A stream that is never
 /// iterated detaches its producer when its last copy goes away.
 final class FirstIteratorMailbox<Buffer: MailboxBuffer>: Sendable {
-    private let pending: Locked<Mailbox<Buffer>?>
+    private let pending: ExecutorLocked<Mailbox<Buffer>?>
 
     init(_ mailbox: Mailbox<Buffer>) {
-        pending = Locked(mailbox)
+        pending = ExecutorLocked(mailbox)
     }
 
     /// The mailbox, for the first caller only.

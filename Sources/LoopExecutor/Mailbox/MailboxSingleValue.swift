@@ -41,14 +41,14 @@ final actor ParkingSpot<Element: Sendable>: SerialExecutor {
     /// The lock of the spot's mailbox: one the thread sanitizer sees (`Synchronization.Mutex`'s
     /// contended path it does not, and it then reported the hand-off of `slot` between the loop's
     /// thread and a waker as a race), and no allocation of its own.
-    private nonisolated let lock: LoopLock
+    private nonisolated let lock: ExecutorLock
     /// Touched only with `lock` held.
     private nonisolated(unsafe) var slot = Slot()
     /// Counts the parks: `park()` touches it so that the hop onto this actor does something on
     /// it, which the optimizer must keep (a hop into an empty function is removed as dead).
     private var parks = 0
 
-    init(_ executor: LoopSerialExecutor, lock: LoopLock) {
+    init(_ executor: LoopSerialExecutor, lock: ExecutorLock) {
         self.executor = executor
         self.lock = lock
     }

@@ -78,7 +78,7 @@ public struct LoopStalls: AsyncSequence, Sendable {
         let mailbox = Mailbox(on: loop, buffer: StallRing(buffering), name: "LoopStalls", noun: "stall stream")
         // The handler's token, and whether the stream was detached before `start` stored it (a
         // cancellation racing the start): then `start` removes the handler itself.
-        let registration = Locked<(token: UInt64?, detached: Bool)>((nil, false))
+        let registration = ExecutorLocked<(token: UInt64?, detached: Bool)>((nil, false))
         mailbox.attach(
             start: {
                 guard let added = loop.addStallHandler(longerThan: threshold, { mailbox.send($0) }) else {

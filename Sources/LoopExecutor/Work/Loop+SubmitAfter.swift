@@ -104,7 +104,7 @@ private final class DelayedSubmission<Value: Sendable>: Sendable {
     }
 
     private let loop: Loop
-    private let phase = Locked(Phase.starting)
+    private let phase = ExecutorLocked(Phase.starting)
     /// Where the answer goes: a one-value mailbox, not cancellable (the cancellation is one of the
     /// racers, through `end(with:)`).
     private let answer: Mailbox<SingleValue<Result<Value, any Error>>>

@@ -8,17 +8,15 @@ import Synchronization
 /// critical section of the engine is visible to it. (`Synchronization.Mutex` takes its contended
 /// path in uninstrumented standard-library code, which makes the sanitizer report races on data
 /// that is in fact guarded.) Never call out to user code while holding one.
-@usableFromInline
 struct RawLock: @unchecked Sendable {  // the word is only touched by the C lock's atomics
     // The word is only touched through the C lock functions.
-    @usableFromInline let word: UnsafeMutablePointer<UInt32>
+    let word: UnsafeMutablePointer<UInt32>
 
-    @usableFromInline
     init(word: UnsafeMutablePointer<UInt32>) {
         self.word = word
     }
 
-    @inlinable @inline(__always)
+    @inline(__always)
     func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         cloop_lock_acquire(word)
         defer { cloop_lock_release(word) }
@@ -31,7 +29,7 @@ struct RawLock: @unchecked Sendable {  // the word is only touched by the C lock
 /// A loop's lock guards fields of several objects (its mode table and the bookkeeping its items
 /// keep for it), so the lock does not own the data; every guarded field says so in a comment.
 package final class LoopLock: Sendable {
-    @usableFromInline let raw: RawLock
+    let raw: RawLock
     #if DEBUG
         /// How many times the lock was taken (debug builds only: tests pin how often the pass
         /// takes it).
@@ -50,7 +48,10 @@ package final class LoopLock: Sendable {
     }
 
     /// Runs `body` with the lock held and returns its result. Never call out to user code inside.
-    @inlinable @inline(__always)
+    ///
+    /// Specialized and inlined only inside this module: Swift does not inline a `package` type's
+    /// members in another module, so LoopExecutor's hot locks are its own (`ExecutorLock`).
+    @inline(__always)
     package func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         #if DEBUG
             countAcquisition()
@@ -59,7 +60,6 @@ package final class LoopLock: Sendable {
     }
 
     #if DEBUG
-        @usableFromInline
         func countAcquisition() {
             acquisitions.add(1, ordering: .relaxed)
         }
@@ -67,26 +67,24 @@ package final class LoopLock: Sendable {
 }
 
 /// A value and the lock that guards it (an allocation of its own: for objects with few instances;
-/// items that exist by the million use ``LockStripes``). Support for the `LoopExecutor` module too.
+/// items that exist by the million use ``LockStripes``). Also used by `LoopTesting`, off the hot
+/// paths (see ``LoopLock/withLock(_:)`` on why LoopExecutor has its own).
 ///
 /// The lock is visible to the thread sanitizer (see ``RawLock``). Values taken out of it must be
 /// safe to use on the thread that takes them (Sendable, or handed over under the lock).
 package final class Locked<Value>: @unchecked Sendable {  // `value` only touched with `lock` held
-    // `value` is only touched inside `withLock`. Inlinable, so that clients in other modules get
-    // specialized code (a generic, unspecialized lock costs value-witness calls on every use).
-    @usableFromInline let lock = LoopLock()
+    let lock = LoopLock()
     // Unchecked: `withLock` is the only access, and the lock makes it exclusive (a dynamic check
     // here would cost two runtime calls per critical section).
-    @usableFromInline @exclusivity(unchecked) var value: Value
+    @exclusivity(unchecked) var value: Value
 
     /// A lock guarding `value`.
-    @inlinable
     package init(_ value: Value) {
         self.value = value
     }
 
     /// Runs `body` on the value with the lock held. Never call out to user code inside.
-    @inlinable @inline(__always)
+    @inline(__always)
     package func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         try lock.withLock { () throws(E) -> R in try body(&value) }
     }
