@@ -12,10 +12,6 @@ struct RawLock: @unchecked Sendable {  // the word is only touched by the C lock
     // The word is only touched through the C lock functions.
     let word: UnsafeMutablePointer<UInt32>
 
-    init(word: UnsafeMutablePointer<UInt32>) {
-        self.word = word
-    }
-
     @inline(__always)
     func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         cloop_lock_acquire(word)
