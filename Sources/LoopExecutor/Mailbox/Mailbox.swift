@@ -238,8 +238,8 @@ final class Mailbox<Buffer: MailboxBuffer>: @unchecked Sendable {  // `storage` 
         }
     }
 
-    // The state and its lock live in the mailbox itself (not in a `Locked` box): one allocation
-    // fewer per sleep. `storage` is only touched inside `withState`.
+    // The state and its lock live in the mailbox itself (not in an `ExecutorLocked`): one
+    // allocation fewer per sleep. `storage` is only touched inside `withState`.
     private let lock = ExecutorLock()
     /// Touched only inside `withState`, with `lock` held.
     @exclusivity(unchecked) private var storage: State
