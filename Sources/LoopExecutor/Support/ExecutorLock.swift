@@ -18,7 +18,9 @@ import CLoopRuntimeShims
 /// every critical section here is visible to it (`Synchronization.Mutex` takes its contended path
 /// in uninstrumented standard-library code). Never call out to user code while holding it.
 final class ExecutorLock: @unchecked Sendable {  // `word` is only touched by the C lock's atomics
-    /// Only touched by the C lock's atomics; owned by the lock (freed by its deinit).
+    /// Only touched by the C lock's atomics. Owned by the lock and freed by its deinit, so it
+    /// lives as long as anyone can lock it: every user holds the lock strongly (a parking spot
+    /// holds its mailbox's).
     private let word: UnsafeMutablePointer<UInt32>
 
     init() {

@@ -69,10 +69,10 @@ package final class LoopLock: Sendable {
 /// The lock is visible to the thread sanitizer (see ``RawLock``). Values taken out of it must be
 /// safe to use on the thread that takes them (Sendable, or handed over under the lock).
 package final class Locked<Value>: @unchecked Sendable {  // `value` only touched with `lock` held
-    let lock = LoopLock()
+    private let lock = LoopLock()
     // Unchecked: `withLock` is the only access, and the lock makes it exclusive (a dynamic check
     // here would cost two runtime calls per critical section).
-    @exclusivity(unchecked) var value: Value
+    @exclusivity(unchecked) private var value: Value
 
     /// A lock guarding `value`.
     package init(_ value: Value) {
