@@ -77,13 +77,26 @@ struct LoopBoundTests {
         #expect(message.contains("LoopBound.value"))
     }
 
-    @Test("R7 changing a LoopBoundBox off its loop's thread traps")
-    func offLoopBoxWriteTraps() async {
-        await #expect(processExitsWith: .failure) {
+    @Test("R7 changing a LoopBoundBox off its loop's thread traps, naming the box")
+    func offLoopBoxWriteTraps() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let thread = try LoopThread(name: "box-owner")
             let box = LoopBoundBox(sending: 1, loop: thread.loop)
             box.value = 2
         }
+        let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
+        #expect(message.contains("LoopBoundBox.value"))
+        #expect(message.contains("'box-owner'"))
+    }
+
+    @Test("LoopBoundBox(_:loop:) off the loop's thread traps, naming the box")
+    func unsentBoxInitOffLoopTraps() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let thread = try LoopThread(name: "box-init")
+            _ = LoopBoundBox(1, loop: thread.loop)
+        }
+        let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
+        #expect(message.contains("LoopBoundBox.init: the value must be made on the loop's thread"))
     }
 
     @Test("LoopBound(_:loop:) off the loop's thread traps: the value was made elsewhere")

@@ -74,11 +74,24 @@ struct ProgrammerErrorTests {
         }
     }
 
-    @Test("R57 an empty mode list for perform traps")
-    func emptyModeList() async {
-        await #expect(processExitsWith: .failure) {
+    @Test("R57 an empty mode list for perform traps, naming the call and what to pass")
+    func emptyModeList() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             Loop(waiter: ManualWaiter()).perform(inModes: []) {}
         }
+        let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
+        #expect(message.contains("Loop.perform(inModes:label:_:) was given an empty mode list"))
+        #expect(message.contains("Pass [.common] (the default)"))
+    }
+
+    @Test("R57 an empty mode list for a delayed perform traps, suggesting its own default")
+    func emptyModeListDelayed() async throws {
+        let exit = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            Loop(waiter: ManualWaiter()).perform(after: .seconds(1), inModes: []) {}
+        }
+        let message = String(decoding: exit.standardErrorContent, as: UTF8.self)
+        #expect(message.contains("Loop.perform(after:inModes:label:_:) was given an empty mode list"))
+        #expect(message.contains("Pass [.default] (the default)"))
     }
 
     @Test("R62 making .common a common mode traps")

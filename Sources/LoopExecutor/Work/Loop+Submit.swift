@@ -39,10 +39,7 @@ extension Loop {
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        precondition(
-            !modes.isEmpty,
-            "Loop.submit(inModes:label:isolation:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
-        )
+        preconditionSomeMode(modes, in: "Loop.submit(inModes:label:isolation:_:)", of: "the \(self)", queuing: "body")
         preconditionSomeoneRunsTheLoop("Loop.submit")
         let result: Result<Value, any Error> = await waitOnce(
             "Loop.submit", isolation: isolation, fallback: { .failure(self.endedError) }
@@ -85,10 +82,7 @@ extension LoopThread {
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        precondition(
-            !modes.isEmpty,
-            "LoopThread.submit(inModes:label:isolation:_:) was given an empty mode list for \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
-        )
+        preconditionSomeMode(modes, in: "LoopThread.submit(inModes:label:isolation:_:)", of: "\(self)", queuing: "body")
         let result: Result<Value, any Error> = await loop.waitOnce(
             "LoopThread.submit", isolation: isolation, fallback: { [loop] in .failure(loop.endedError) }
         ) { completion in

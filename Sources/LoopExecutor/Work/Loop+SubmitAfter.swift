@@ -46,10 +46,8 @@ extension Loop {
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        precondition(
-            !modes.isEmpty,
-            "Loop.submit(after:tolerance:inModes:label:isolation:_:) was given an empty mode list for the \(self): the body could never run. Pass [.common] (the default) or the modes it may run in."
-        )
+        preconditionSomeMode(
+            modes, in: "Loop.submit(after:tolerance:inModes:label:isolation:_:)", of: "the \(self)", queuing: "body")
         precondition(
             tolerance >= .zero,
             "Loop.submit(after:tolerance:inModes:label:isolation:_:): the tolerance must not be negative, got \(tolerance) (on the \(self))."

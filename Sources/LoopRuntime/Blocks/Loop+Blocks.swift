@@ -23,10 +23,7 @@ extension Loop {
         label: StaticString? = nil,
         _ block: @escaping @Sendable () -> Void
     ) -> Bool {
-        precondition(
-            !modes.isEmpty,
-            "Loop.perform(inModes:_:) was given an empty mode list for the \(self): the block could never run. Pass [.common] (the default) or the modes it may run in."
-        )
+        preconditionSomeMode(modes, in: "Loop.perform(inModes:label:_:)", of: "the \(self)")
         return enqueue(QueuedBlock(modes: BlockModes(modes, label: label), body: block), naming: modes)
     }
 
@@ -129,10 +126,8 @@ extension Loop {
         label: StaticString? = nil,
         _ block: @escaping @Sendable () -> Void
     ) -> LoopTimer {
-        precondition(
-            !modes.isEmpty,
-            "Loop.perform(after:inModes:label:_:) was given an empty mode list for the \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
-        )
+        preconditionSomeMode(
+            modes, in: "Loop.perform(after:inModes:label:_:)", of: "the \(self)", defaults: "[.default]")
         let timer = LoopTimer(
             fireAt: LoopTime.instant(LoopTime.adding(LoopTime.nanoseconds(of: delay), to: waiter.now())),
             label: label

@@ -125,3 +125,27 @@ extension LoopThread {
         assert(!loop.isCurrentThread || loop.failOnLoopCheck(expectedOnLoop: false, message(), file: file, line: line))
     }
 }
+
+/// Traps unless `modes` names a mode: work queued for no mode could never run (SPEC R57, R76).
+///
+/// - Parameters:
+///   - call: The API's full name, for the message.
+///   - target: Whose call it is ("the loop of thread …", "LoopThread '…'").
+///   - defaults: The call's default mode list, which the message suggests.
+///   - work: What the call queues ("block", "body").
+@inline(__always)
+package func preconditionSomeMode(
+    _ modes: [Loop.Mode], in call: StaticString, of target: @autoclosure () -> String,
+    defaults: StaticString = "[.common]", queuing work: StaticString = "block"
+) {
+    if modes.isEmpty { emptyModeListFailure(call, target(), defaults, work) }
+}
+
+@inline(never)
+private func emptyModeListFailure(
+    _ call: StaticString, _ target: String, _ defaults: StaticString, _ work: StaticString
+) -> Never {
+    preconditionFailure(
+        "\(call) was given an empty mode list for \(target): the \(work) could never run. Pass \(defaults) (the default) or the modes it may run in."
+    )
+}

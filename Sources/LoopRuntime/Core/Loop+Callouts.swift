@@ -37,6 +37,27 @@ extension LoopCalloutItem {
     }
 }
 
+/// An item bound to one loop whose handler that loop calls behind the gate: a timer, a descriptor
+/// source, an observer (a signalled source may be in several loops and invalidates itself).
+protocol LoopBoundCalloutItem: LoopCalloutItem, LoopBoundItem {
+    /// Marks the item invalid with a sequentially consistent store (the gate's side of
+    /// `invalidate()`). Called once, under the item's stripe lock, while it was valid.
+    func clearValidity()
+}
+
+extension LoopBoundCalloutItem {
+    /// The item's `invalidate()`: marks it invalid under its stripe lock, once, and detaches it from
+    /// its loop, waiting for a callout of it under way on another thread (see the gate above).
+    func invalidateBoundItem() {
+        let loop: Loop? = withBinding { binding, isValid in
+            guard isValid else { return nil }
+            clearValidity()
+            return binding.loop
+        }
+        loop.map(detachInvalidated(from:))
+    }
+}
+
 extension Loop {
     /// Calls `handler` as the callout of `item`, unless the item is no longer valid; returns
     /// whether it called it. Loop thread only.

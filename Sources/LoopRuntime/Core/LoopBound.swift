@@ -30,6 +30,8 @@ public struct LoopBound<Value>: @unchecked Sendable {
     @usableFromInline var storage: Value
 
     /// The loop on whose thread the value may be used.
+    ///
+    /// - Important: Safe from any thread (immutable).
     public let loop: Loop
 
     /// Binds `value` to `loop`; call on the loop's thread.
@@ -38,10 +40,7 @@ public struct LoopBound<Value>: @unchecked Sendable {
     ///   there: hand it over with ``init(sending:loop:)``).
     @inlinable
     public init(_ value: Value, loop: Loop) {
-        loop.preconditionOnLoop(
-            "LoopBound.init: the value must be made on the loop's thread; use init(sending:loop:) elsewhere")
-        self.storage = value
-        self.loop = loop
+        self.init(value, loop: loop, checkedAs: "LoopBound")
     }
 
     /// Binds `value` to `loop` from any thread: `sending` hands it over, so the caller keeps no
@@ -54,19 +53,22 @@ public struct LoopBound<Value>: @unchecked Sendable {
         self.loop = loop
     }
 
+    /// The on-thread initializer, its trap naming `type` (`LoopBound` or `LoopBoundBox`).
+    @inlinable
+    init(_ value: Value, loop: Loop, checkedAs type: StaticString) {
+        loop.preconditionOnLoop(
+            "\(type).init: the value must be made on the loop's thread; use init(sending:loop:) elsewhere")
+        self.storage = value
+        self.loop = loop
+    }
+
     /// The value.
     ///
     /// - Precondition: read or set on the loop's thread.
     @inlinable
     public var value: Value {
-        get {
-            loop.preconditionOnLoop("LoopBound.value")
-            return storage
-        }
-        set {
-            loop.preconditionOnLoop("LoopBound.value")
-            storage = newValue
-        }
+        get { self[checkedAs: "LoopBound"] }
+        set { self[checkedAs: "LoopBound"] = newValue }
     }
 
     /// Runs `body` on the value in place (no copy), on the loop's thread.
@@ -76,7 +78,29 @@ public struct LoopBound<Value>: @unchecked Sendable {
     public mutating func withValue<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        loop.preconditionOnLoop("LoopBound.withValue")
+        try withValue(checkedAs: "LoopBound", body)
+    }
+
+    /// The one way to `storage`: traps off the loop's thread, naming `type` (`LoopBound` or
+    /// `LoopBoundBox`).
+    @inlinable
+    subscript(checkedAs type: StaticString) -> Value {
+        get {
+            loop.preconditionOnLoop("\(type).value")
+            return storage
+        }
+        set {
+            loop.preconditionOnLoop("\(type).value")
+            storage = newValue
+        }
+    }
+
+    /// `withValue`, its trap naming `type`.
+    @inlinable
+    mutating func withValue<Result, Failure: Error>(
+        checkedAs type: StaticString, _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        loop.preconditionOnLoop("\(type).withValue")
         return try body(&storage)
     }
 }
@@ -96,12 +120,14 @@ public struct LoopBound<Value>: @unchecked Sendable {
 /// - Important: Passing the box is safe from any thread; reading or changing ``value`` only on
 ///   the loop's thread. The value is released where the last reference to the box goes away.
 public final class LoopBoundBox<Value>: @unchecked Sendable {
-    // `@unchecked`: as `LoopBound` — `storage` is touched only through the checked accessors, so
-    // only on the loop's thread.
-    @usableFromInline var storage: Value
+    // `@unchecked`: the value lives in a `LoopBound`, reached only through its checked accessors,
+    // so only on the loop's thread; the box adds nothing but one shared place for it.
+    @usableFromInline var bound: LoopBound<Value>
 
     /// The loop on whose thread the value may be used.
-    public let loop: Loop
+    ///
+    /// - Important: Safe from any thread (immutable).
+    public let loop: Loop  // also in `bound`; kept here so that reading it is no access to `bound`
 
     /// Binds `value` to `loop`; call on the loop's thread.
     ///
@@ -109,9 +135,7 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
     ///   ``init(sending:loop:)``).
     @inlinable
     public init(_ value: Value, loop: Loop) {
-        loop.preconditionOnLoop(
-            "LoopBoundBox.init: the value must be made on the loop's thread; use init(sending:loop:) elsewhere")
-        self.storage = value
+        self.bound = LoopBound(value, loop: loop, checkedAs: "LoopBoundBox")
         self.loop = loop
     }
 
@@ -120,7 +144,7 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
     /// - Important: Safe from any thread.
     @inlinable
     public init(sending value: sending Value, loop: Loop) {
-        self.storage = value
+        self.bound = LoopBound(sending: value, loop: loop)
         self.loop = loop
     }
 
@@ -129,14 +153,8 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
     /// - Precondition: read or set on the loop's thread.
     @inlinable
     public var value: Value {
-        get {
-            loop.preconditionOnLoop("LoopBoundBox.value")
-            return storage
-        }
-        set {
-            loop.preconditionOnLoop("LoopBoundBox.value")
-            storage = newValue
-        }
+        get { bound[checkedAs: "LoopBoundBox"] }
+        set { bound[checkedAs: "LoopBoundBox"] = newValue }
     }
 
     /// Runs `body` on the value in place, on the loop's thread.
@@ -146,7 +164,6 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
     public func withValue<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure)
         -> Result
     {
-        loop.preconditionOnLoop("LoopBoundBox.withValue")
-        return try body(&storage)
+        try bound.withValue(checkedAs: "LoopBoundBox", body)
     }
 }

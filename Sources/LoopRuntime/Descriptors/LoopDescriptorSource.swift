@@ -236,18 +236,12 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// the thread that invalidates it.
     ///
     /// - Important: Safe from any thread, including the source's own handler.
-    public func invalidate() {
-        let loop: Loop? = withShared {
-            guard valid.load(ordering: .relaxed) else { return nil }
-            valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
-            return $0.loop
-        }
-        loop.map(detachInvalidated(from:))
-    }
+    public func invalidate() { invalidateBoundItem() }
 }
 
-extension LoopDescriptorSource: LoopCalloutItem {
+extension LoopDescriptorSource: LoopBoundCalloutItem {
     var isValidForCallout: Bool { valid.load(ordering: .sequentiallyConsistent) }
+    func clearValidity() { valid.store(false, ordering: .sequentiallyConsistent) }
     func leaveModes(of loop: Loop) { loop.removeInvalidated(self) }
 }
 

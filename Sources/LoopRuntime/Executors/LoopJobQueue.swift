@@ -219,27 +219,14 @@ package final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `
         }
         var batch = taken
         guard !batch.isEmpty else { return false }
-        isRunningBatch = true
-        let outerQueue = loop.confined.runningJobQueue
-        // Unretained: this queue is alive for the whole batch (the caller holds it), and the outer value is put back before it returns.
-        loop.confined.runningJobQueue = Unmanaged.passUnretained(self)
-        let runJob = self.runJob!
-        let recordsBatch = loop.isInstrumented
-        if recordsBatch { loop.instrumentJobBatchBegan() }
-        // The jobs with an enqueue time are the last `times.count`.
-        let untimed = batch.count - times.count
-        for index in batch.indices {
-            let recorded =
-                recordsBatch
-                && loop.instrumentCalloutBegins(
-                    .job, label: label,
-                    lateness: index >= untimed ? loop.confined.now(loop.waiter) - times[index - untimed] : nil)
-            runJob(batch[index])
-            if recorded { loop.instrumentCalloutEnded() }
+        runAsBatch { run in
+            // The jobs with an enqueue time are the last `times.count`.
+            let untimed = batch.count - times.count
+            for index in batch.indices {
+                run(batch[index], index >= untimed ? times[index - untimed] : nil)
+            }
+            return batch.count
         }
-        if recordsBatch { loop.instrumentJobBatchEnded(jobs: batch.count, label: label) }
-        loop.confined.runningJobQueue = outerQueue
-        isRunningBatch = false
         batch.removeAll(keepingCapacity: true)
         let released: AnyObject? = lock.withLock {
             if spare.capacity < batch.capacity { spare = batch }
@@ -251,43 +238,58 @@ package final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `
         return true
     }
 
-    /// `runBatch` for a stealable queue: the jobs waiting when the step began (N2), taken one at a
-    /// time from the front, so that those not yet started can still move to another loop.
-    private func runOneByOne() -> Bool {
-        var remaining = lock.withLock { closedReason == nil ? pending.count - head : 0 }
-        guard remaining > 0 else { return false }
+    /// Runs `body` as this queue's batch, on the loop's thread: meanwhile the queue is marked
+    /// running and is the loop's running job queue (the outer one is put back after), and the
+    /// instruments record the batch and each job. `body` runs each job through `run(job,
+    /// enqueuedAt)` and returns how many it ran.
+    @inline(__always)
+    private func runAsBatch(_ body: (_ run: (UnownedJob, _ enqueuedAt: Int64?) -> Void) -> Int) {
         isRunningBatch = true
         let outerQueue = loop.confined.runningJobQueue
-        // Unretained: this queue is alive for the whole batch (the caller holds it), and the outer value is put back before it returns.
+        // Unretained: this queue is alive for the whole batch (the caller holds it), and the outer
+        // value is put back before it returns.
         loop.confined.runningJobQueue = Unmanaged.passUnretained(self)
         let runJob = self.runJob!
         let recordsBatch = loop.isInstrumented
         if recordsBatch { loop.instrumentJobBatchBegan() }
-        var ran = 0
-        while remaining > 0 {
-            remaining -= 1
-            let next: (job: UnownedJob, enqueuedAt: Int64?)? = lock.withLock {
-                guard closedReason == nil, head < pending.count else { return nil }
-                let index = head
-                let timedFrom = pending.count - pendingTimes.count
-                let time = index >= timedFrom ? pendingTimes[index - timedFrom] : nil
-                let job = pending[index]
-                head += 1
-                compactLocked()
-                return (job, time)
-            }
-            guard let next else { break }
+        let ran = body { job, enqueuedAt in
             let recorded =
                 recordsBatch
                 && loop.instrumentCalloutBegins(
-                    .job, label: label, lateness: next.enqueuedAt.map { loop.confined.now(loop.waiter) - $0 })
-            runJob(next.job)
-            ran += 1
+                    .job, label: label, lateness: enqueuedAt.map { loop.confined.now(loop.waiter) - $0 })
+            runJob(job)
             if recorded { loop.instrumentCalloutEnded() }
         }
         if recordsBatch { loop.instrumentJobBatchEnded(jobs: ran, label: label) }
         loop.confined.runningJobQueue = outerQueue
         isRunningBatch = false
+    }
+
+    /// `runBatch` for a stealable queue: the jobs waiting when the step began (N2), taken one at a
+    /// time from the front, so that those not yet started can still move to another loop.
+    private func runOneByOne() -> Bool {
+        var remaining = lock.withLock { closedReason == nil ? pending.count - head : 0 }
+        guard remaining > 0 else { return false }
+        var ran = 0
+        runAsBatch { run in
+            while remaining > 0 {
+                remaining -= 1
+                let next: (job: UnownedJob, enqueuedAt: Int64?)? = lock.withLock {
+                    guard closedReason == nil, head < pending.count else { return nil }
+                    let index = head
+                    let timedFrom = pending.count - pendingTimes.count
+                    let time = index >= timedFrom ? pendingTimes[index - timedFrom] : nil
+                    let job = pending[index]
+                    head += 1
+                    compactLocked()
+                    return (job, time)
+                }
+                guard let next else { break }
+                run(next.job, next.enqueuedAt)
+                ran += 1
+            }
+            return ran
+        }
         let released: AnyObject? = lock.withLock {
             guard pending.count == head else { return nil }
             defer { keeper = nil }

@@ -215,10 +215,7 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         label: StaticString? = nil,
         _ block: @escaping @Sendable () -> Void
     ) throws(LoopThreadError) {
-        precondition(
-            !modes.isEmpty,
-            "LoopThread.perform(inModes:waitUntilDone:_:) was given an empty mode list for \(self): the block could never run (SPEC R76)."
-        )
+        preconditionSomeMode(modes, in: "LoopThread.perform(inModes:waitUntilDone:label:_:)", of: "\(self)")
         if waitUntilDone && loop.isCurrentThread {
             guard isOpen else { throw .shutDown(thread: name) }
             block()
@@ -272,10 +269,8 @@ public final class LoopThread: @unchecked Sendable, CustomStringConvertible {
         _ block: @escaping @Sendable () -> Void
     ) throws(LoopThreadError) -> LoopTimer {
         guard isOpen else { throw .shutDown(thread: name) }
-        precondition(
-            !modes.isEmpty,
-            "LoopThread.perform(after:inModes:label:_:) was given an empty mode list for \(self): the block could never run. Pass [.default] (the default) or the modes it may run in."
-        )
+        preconditionSomeMode(
+            modes, in: "LoopThread.perform(after:inModes:label:_:)", of: "\(self)", defaults: "[.default]")
         let core = self.core
         // The delay is resolved on the loop's clock when the timer is added (`LoopTimer(after:)`).
         let timer = LoopTimer(after: delay, label: label) { timer in

@@ -90,7 +90,7 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// Marks the timer invalid (a one-shot after its callout, SPEC R36). Bound loop's lock held.
     func markInvalid() {
-        withStripeLock { valid.store(false, ordering: .sequentiallyConsistent) }
+        withStripeLock { clearValidity() }
     }
 
     /// The schedule of a bound timer, read by its loop with only the loop's lock held (see the
@@ -248,14 +248,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// for the thread that invalidates it.
     ///
     /// - Important: Safe from any thread, including the timer's own handler.
-    public func invalidate() {
-        let loop: Loop? = withStripeLock {
-            guard valid.load(ordering: .relaxed) else { return nil }
-            valid.store(false, ordering: .sequentiallyConsistent)  // the callout gate (Loop+Callouts)
-            return binding.loop
-        }
-        loop.map(detachInvalidated(from:))
-    }
+    public func invalidate() { invalidateBoundItem() }
 
     /// Applies a change to the schedule, through the loop when the timer is bound to one so its
     /// heaps and armed deadline follow.
@@ -280,8 +273,9 @@ public final class LoopTimer: @unchecked Sendable {
     }
 }
 
-extension LoopTimer: LoopCalloutItem {
+extension LoopTimer: LoopBoundCalloutItem {
     var isValidForCallout: Bool { valid.load(ordering: .sequentiallyConsistent) }
+    func clearValidity() { valid.store(false, ordering: .sequentiallyConsistent) }
     func leaveModes(of loop: Loop) { loop.removeInvalidated(self) }
 }
 
