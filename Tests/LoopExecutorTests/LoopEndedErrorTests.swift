@@ -41,10 +41,20 @@ struct LoopEndedErrorTests {
         #expect(fromSend.loop == exited.description)
     }
 
+    @Test("A hosting refused because the loop ended converts to LoopEndedError")
+    func hostingEnded() throws {
+        let ended = try #require(LoopEndedError(LoopHostingError.ended))
+        #expect(ended.loop == "a hosted loop")
+        #expect(ended.reason == nil)
+    }
+
     @Test("Errors that tell something else do not convert")
     func otherErrors() throws {
         #expect(LoopEndedError(CancellationError()) == nil)
         #expect(LoopEndedError(LoopPort<Int>.SendError.invalidated) == nil)
+        for hosting in [LoopHostingError.alreadyHosted, .running, .driven, .noDescriptor] {
+            #expect(LoopEndedError(hosting) == nil, "\(hosting)")
+        }
         let ended = LoopEndedError(loop: "loop of thread 'x' (tid 1)")
         #expect(LoopEndedError(ended) == ended)
         #expect(ended.reason == nil)

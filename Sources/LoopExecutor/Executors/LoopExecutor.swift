@@ -73,6 +73,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     ///   - modes: The modes in which jobs run; must not be empty. Defaults to `Loop.Mode.common`.
     ///   - label: The name of the jobs' callouts in stall reports and traces (a static string).
     ///     Defaults to none.
+    /// - Important: Safe from any thread.
     public init(loop: Loop, inModes modes: [Loop.Mode] = [.common], label: StaticString? = nil) {
         self.loop = loop
         serial = LoopSerialExecutor(loop: loop, modes: modes, label: label)

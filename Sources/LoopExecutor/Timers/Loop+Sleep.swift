@@ -93,6 +93,8 @@ public struct LoopClock: Clock, Sendable {
     public let modes: [Loop.Mode]
 
     /// A clock sleeping on `loop`'s timers in `modes`.
+    ///
+    /// - Important: Safe from any thread.
     public init(loop: Loop, inModes modes: [Loop.Mode] = [.common]) {
         self.loop = loop
         self.modes = modes

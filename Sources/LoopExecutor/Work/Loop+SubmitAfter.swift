@@ -29,7 +29,8 @@ extension Loop {
     ///   - delay: How long to wait at least, on the loop's clock (a test loop's virtual time).
     ///   - tolerance: How late the body may start, so the loop can coalesce wake-ups; not negative.
     ///   - modes: The modes the timer fires in; must not be empty. Defaults to `Loop.Mode.common`.
-    ///   - label: The name of the body's callout in stall reports and traces.
+    ///   - label: The name of the body's callout in stall reports and traces; defaults to
+    ///     `"Loop.submit(after:)"`.
     ///   - isolation: The caller's isolation, which the task stays in (the default is right).
     ///   - body: The work, run once on the loop's thread.
     /// - Returns: What `body` returned.
@@ -42,7 +43,7 @@ extension Loop {
         after delay: Duration,
         tolerance: Duration = .zero,
         inModes modes: [Mode] = [.common],
-        label: StaticString = "Loop.submit(after:)",
+        label: StaticString? = nil,
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
@@ -55,7 +56,7 @@ extension Loop {
         preconditionSomeoneRunsTheLoop("Loop.submit(after:)")
         try Task.checkCancellation()
         let submission = DelayedSubmission<Value>(on: self)
-        let timer = LoopTimer(after: delay, tolerance: tolerance, label: label) { _ in
+        let timer = LoopTimer(after: delay, tolerance: tolerance, label: label ?? "Loop.submit(after:)") { _ in
             submission.fire(body)
         }
         let result = await withTaskCancellationHandler {
@@ -80,12 +81,13 @@ extension LoopThread {
         after delay: Duration,
         tolerance: Duration = .zero,
         inModes modes: [Loop.Mode] = [.common],
-        label: StaticString = "LoopThread.submit(after:)",
+        label: StaticString? = nil,
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
         try await loop.submit(
-            after: delay, tolerance: tolerance, inModes: modes, label: label, isolation: isolation, body)
+            after: delay, tolerance: tolerance, inModes: modes, label: label ?? "LoopThread.submit(after:)",
+            isolation: isolation, body)
     }
 }
 

@@ -24,7 +24,7 @@ extension Loop {
         if !isCurrentThread { failOnLoopCheck(expectedOnLoop: true, message(), file: file, line: line) }
     }
 
-    /// Traps unless called on this loop's thread, in debug builds of the caller (`-Onone`);
+    /// Traps unless called on this loop's thread, in debug builds (`-Onone`);
     /// compiled out of optimized builds, like `assert`.
     ///
     /// - Parameters:
@@ -54,7 +54,7 @@ extension Loop {
         if isCurrentThread { failOnLoopCheck(expectedOnLoop: false, message(), file: file, line: line) }
     }
 
-    /// Traps if called on this loop's thread, in debug builds of the caller (`-Onone`); compiled
+    /// Traps if called on this loop's thread, in debug builds (`-Onone`); compiled
     /// out of optimized builds, like `assert`.
     ///
     /// - Parameters:
@@ -93,7 +93,7 @@ extension LoopThread {
         if !loop.isCurrentThread { loop.failOnLoopCheck(expectedOnLoop: true, message(), file: file, line: line) }
     }
 
-    /// Traps unless called on this thread, in debug builds of the caller:
+    /// Traps unless called on this thread, in debug builds:
     /// ``Loop/assertOnLoop(_:file:line:)`` of its loop.
     ///
     /// - Important: Safe from any thread.
@@ -114,7 +114,7 @@ extension LoopThread {
         if loop.isCurrentThread { loop.failOnLoopCheck(expectedOnLoop: false, message(), file: file, line: line) }
     }
 
-    /// Traps if called on this thread, in debug builds of the caller:
+    /// Traps if called on this thread, in debug builds:
     /// ``Loop/assertNotOnLoop(_:file:line:)`` of its loop.
     ///
     /// - Important: Safe from any thread.

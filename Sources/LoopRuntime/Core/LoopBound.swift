@@ -14,6 +14,10 @@
 /// }
 /// ```
 ///
+/// The box checks accesses made through it. A reference read out of ``value`` (a class instance)
+/// is no longer checked: keep such a reference inside the loop's callouts, or change the value in
+/// place with ``withValue(_:)``.
+///
 /// It is a value type, like the value it holds: each copy has its own value (a copy of the one it
 /// was made from, so a class instance inside is shared). For one value that several closures
 /// change, use ``LoopBoundBox``. SwiftNIO users know it as `NIOLoopBound`.
@@ -39,7 +43,7 @@ public struct LoopBound<Value>: @unchecked Sendable {
     /// - Precondition: called on `loop`'s thread (a value made elsewhere may still be reachable
     ///   there: hand it over with ``init(sending:loop:)``).
     @inlinable
-    public init(_ value: Value, loop: Loop) {
+    public init(_ value: sending Value, loop: Loop) {
         self.init(value, loop: loop, checkedAs: "LoopBound")
     }
 
@@ -55,7 +59,7 @@ public struct LoopBound<Value>: @unchecked Sendable {
 
     /// The on-thread initializer, its trap naming `type` (`LoopBound` or `LoopBoundBox`).
     @inlinable
-    init(_ value: Value, loop: Loop, checkedAs type: StaticString) {
+    init(_ value: sending Value, loop: Loop, checkedAs type: StaticString) {
         loop.preconditionOnLoop(
             "\(type).init: the value must be made on the loop's thread; use init(sending:loop:) elsewhere")
         self.storage = value
@@ -134,7 +138,7 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
     /// - Precondition: called on `loop`'s thread (hand a value made elsewhere over with
     ///   ``init(sending:loop:)``).
     @inlinable
-    public init(_ value: Value, loop: Loop) {
+    public init(_ value: sending Value, loop: Loop) {
         self.bound = LoopBound(value, loop: loop, checkedAs: "LoopBoundBox")
         self.loop = loop
     }

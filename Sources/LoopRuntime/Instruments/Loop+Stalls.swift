@@ -40,8 +40,9 @@ extension Loop {
         /// How many run calls were in progress (1 for an outermost run call).
         public let depth: Int
         let endNanoseconds: Int64
-        /// How many reports a stall stream dropped before this one because its consumer fell
-        /// behind (LoopExecutor's `stalls(longerThan:)` sets it).
+        /// How many reports a stall stream dropped since the previous one it delivered, because
+        /// its consumer fell behind (LoopExecutor's `stalls(longerThan:)` sets it): older reports
+        /// with `.dropOldest`, newer ones with `.dropNewest`.
         public var dropped = 0
 
         /// When the stretch ended, on the loop's clock.

@@ -89,6 +89,17 @@ extension LoopThreadError: LoopEndedErrorConvertible {
     }
 }
 
+extension LoopHostingError: LoopEndedErrorConvertible {
+    /// ``ended`` as a ``LoopEndedError`` (the error does not name its loop: "a hosted loop");
+    /// `nil` for the others, which are about the hosting, not the loop's end.
+    public var loopEndedError: LoopEndedError? {
+        switch self {
+        case .ended: LoopEndedError(loop: "a hosted loop")
+        case .alreadyHosted, .running, .driven, .noDescriptor: nil
+        }
+    }
+}
+
 extension LoopPort.SendError: LoopEndedErrorConvertible {
     /// ``loopEnded(loop:)`` as a ``LoopEndedError``; `nil` for ``invalidated``.
     public var loopEndedError: LoopEndedError? {

@@ -44,7 +44,8 @@ let hugePagesForTimerHeaps = Atomic<Bool>(false)
 // allocator (see `Loop.returnFreeMemory()`).
 
 extension Loop {
-    /// a timer's last release may run user code). The memory they free stays with the allocator;
+    /// Releases timer entries the loop let go of, on the calling thread with no lock held (a
+    /// timer's last release may run user code). The memory they free stays with the allocator;
     /// handing it back to the system is the application's call (`Loop.returnFreeMemory()`).
     func releaseDropped(_ dead: inout [TimerHeap.Entry]) {
         TimerHeap.release(&dead)
