@@ -39,6 +39,12 @@
     /// `CancellationError`; so a task that sleeps between rounds of work winds down instead of
     /// spinning on a loop that is going away.
     ///
+    /// **Overdue jobs elsewhere.** A table made `stealable` (a `LoopGroupExecutor` lane's) also
+    /// keeps its jobs in deadline order, so that another loop of the group can take the jobs whose
+    /// time has come while this loop is busy with a long job and cannot fire their timers
+    /// (``takeOverdue(dueBy:into:)``). Whoever takes an entry first — the timer's callout or the
+    /// other loop — runs it; the other finds nothing.
+    ///
     /// - Important: Safe from any thread; the timers fire on the loop's thread.
     final class DelayedJobs: Sendable {
         /// The task that scheduled a job, by address: matched against the jobs the executor is
@@ -50,6 +56,8 @@
         private struct Entry: Sendable {
             let timer: LoopTimer
             let job: UnownedJob
+            /// The deadline, in loop time (kept in order only by a stealable table).
+            let deadline: Int64
             let scheduler: Scheduler?
             /// The executor, kept alive while its job waits.
             let owner: AnyObject & Sendable
@@ -69,6 +77,10 @@
             /// never gets one costs its loop nothing); `ended` once it ran.
             var endHandler: UInt64?
             var ended = false
+            /// A stealable table's entries in deadline order; an entry taken out by its timer, a
+            /// cancellation or another loop stays here until it reaches the top (or the heap is
+            /// rebuilt from `entries` when such places outnumber live ones).
+            var order = DeadlineHeap()
         }
 
         let loop: Loop
@@ -82,10 +94,20 @@
         private let nextID = Atomic<UInt64>(0)
         /// The end handler was registered (or could not be): later jobs skip the check's lock.
         private let endHandled = Atomic<Bool>(false)
+        /// Keeps entries in deadline order for other loops (see "Overdue jobs elsewhere").
+        let isStealable: Bool
+        /// A stealable table's earliest deadline, in loop time (`Int64.max`: none). Read without
+        /// the lock by the other loops of the group; never later than the earliest live entry's
+        /// deadline (it may be earlier, for an entry already gone).
+        private let earliest = Atomic<Int64>(.max)
 
-        init(loop: Loop, modes: [Loop.Mode], enqueue: @escaping @Sendable (UnownedJob) -> Void) {
+        init(
+            loop: Loop, modes: [Loop.Mode], stealable: Bool = false,
+            enqueue: @escaping @Sendable (UnownedJob) -> Void
+        ) {
             self.loop = loop
             self.modes = modes
+            self.isStealable = stealable
             self.enqueue = enqueue
         }
 
@@ -111,7 +133,8 @@
             let timer = LoopTimer(fireAt: deadline, tolerance: max(.zero, tolerance)) { _ in
                 self.fire(id)
             }
-            let entry = Entry(timer: timer, job: job, scheduler: scheduler, owner: owner)
+            let entry = Entry(
+                timer: timer, job: job, deadline: deadline.loopNanoseconds, scheduler: scheduler, owner: owner)
             // A stale entry of the same task (its sleep was cancelled and the task never came back
             // here) is done with: its wake-up job runs now.
             let (accepted, displaced): (Bool, Entry?) = state.withLock { state in
@@ -123,6 +146,7 @@
                     tracked.add(1, ordering: .relaxed)
                 }
                 state.entries[id] = entry
+                if isStealable { order(entry, id, in: &state) }
                 // Like a `Loop.sleep`, a waiting job counts as a task waiting for a timer: a test
                 // loop on virtual time reports a stall if the test never advances to it.
                 loop.timerAwaiters.add(1, ordering: .relaxed)
@@ -212,6 +236,7 @@
         private func fire(_ id: UInt64) {
             let (entry, stale): (Entry?, Bool) = state.withLock { state in
                 guard let entry = take(id, from: &state) else { return (nil, false) }
+                if isStealable { dropTakenTop(of: &state) }
                 return (entry, holdForTheWayBack(of: entry, in: &state))
             }
             if stale { loop.releaseSealHold(for: "Task.sleep") }
@@ -251,6 +276,8 @@
                 loop.timerAwaiters.subtract(all.count, ordering: .relaxed)
                 state.entries.removeAll()
                 state.byScheduler.removeAll()
+                state.order = DeadlineHeap()
+                earliest.store(.max, ordering: .relaxed)
                 // Woken sleepers on their way back keep their holds: the drain waits for them; and
                 // the sleepers woken now are on their way back too.
                 tracked.store(state.returning.count, ordering: .relaxed)
@@ -260,6 +287,65 @@
             }
             for _ in 0..<stale { loop.releaseSealHold(for: "Task.sleep") }
             for (_, entry) in entries { release(entry) }
+        }
+
+        /// The earliest deadline of a stealable table, in loop time (`Int64.max`: none); see
+        /// `earliest`.
+        ///
+        /// - Important: Safe from any thread.
+        var earliestDeadline: Int64 { earliest.load(ordering: .relaxed) }
+
+        /// Takes every job of a stealable table whose deadline is at or before `cutoff` (loop time),
+        /// as if its timer had fired, and hands them to `deliver` — another loop's queue — in
+        /// deadline order; the number taken. Where `deliver` refuses them (its loop stopped
+        /// accepting jobs), they go to this table's own queue. For a loop busy with a long job:
+        /// its timers cannot fire until the job ends (see "Overdue jobs elsewhere").
+        ///
+        /// - Important: Safe from any thread but this loop's (its timers fire there).
+        func takeOverdue(
+            dueBy cutoff: Int64, into deliver: ([UnownedJob], _ keeping: AnyObject) -> Bool
+        ) -> Int {
+            guard earliest.load(ordering: .relaxed) <= cutoff else { return 0 }
+            let (taken, stale): ([Entry], Int) = state.withLock { state in
+                var taken: [Entry] = []
+                var stale = 0
+                while let top = state.order.top, top.deadline <= cutoff {
+                    state.order.removeTop()
+                    guard let entry = take(top.id, from: &state) else { continue }
+                    if holdForTheWayBack(of: entry, in: &state) { stale += 1 }
+                    taken.append(entry)
+                }
+                earliest.store(state.order.top?.deadline ?? .max, ordering: .relaxed)
+                return (taken, stale)
+            }
+            for _ in 0..<stale { loop.releaseSealHold(for: "Task.sleep") }
+            guard let owner = taken.first?.owner else { return 0 }
+            // The timers go first: they fire here no more (a callout under way finds nothing).
+            for entry in taken { entry.timer.invalidate() }
+            let jobs = taken.map(\.job)
+            if !deliver(jobs, owner) {
+                for job in jobs { enqueue(job) }
+            }
+            return jobs.count
+        }
+
+        /// Records entry `id` in a stealable table's deadline order (lock held).
+        private func order(_ entry: Entry, _ id: UInt64, in state: inout State) {
+            // Places of entries already gone outnumber live ones: start over from the live ones.
+            if state.order.count >= 64 && state.order.count > 2 * state.entries.count {
+                state.order = DeadlineHeap(state.entries.map { DeadlineHeap.Place(deadline: $0.value.deadline, id: $0.key) })
+            } else {
+                state.order.insert(DeadlineHeap.Place(deadline: entry.deadline, id: id))
+            }
+            earliest.store(state.order.top?.deadline ?? .max, ordering: .relaxed)
+        }
+
+        /// Drops the places of entries already taken from the top of a stealable table's deadline
+        /// order, after an entry was taken (lock held). Timers fire in about deadline order, so
+        /// the fired entry is usually the top.
+        private func dropTakenTop(of state: inout State) {
+            while let top = state.order.top, state.entries[top.id] == nil { state.order.removeTop() }
+            earliest.store(state.order.top?.deadline ?? .max, ordering: .relaxed)
         }
 
         /// Removes entry `id` from the table (lock held).
@@ -279,6 +365,63 @@
         private func release(_ entry: Entry) {
             entry.timer.invalidate()
             enqueue(entry.job)
+        }
+    }
+
+    /// A binary min-heap of (deadline, entry id): a stealable `DelayedJobs` table's deadline order.
+    struct DeadlineHeap {
+        struct Place {
+            let deadline: Int64
+            let id: UInt64
+        }
+
+        private var places: [Place] = []
+
+        init() {}
+
+        /// A heap of `places`, in O(n).
+        init(_ places: [Place]) {
+            self.places = places
+            var index = places.count / 2
+            while index > 0 {
+                index -= 1
+                siftDown(from: index)
+            }
+        }
+
+        var count: Int { places.count }
+        var top: Place? { places.first }
+
+        mutating func insert(_ place: Place) {
+            places.append(place)
+            var child = places.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard places[child].deadline < places[parent].deadline else { break }
+                places.swapAt(child, parent)
+                child = parent
+            }
+        }
+
+        mutating func removeTop() {
+            guard !places.isEmpty else { return }
+            let last = places.removeLast()
+            guard !places.isEmpty else { return }
+            places[0] = last
+            siftDown(from: 0)
+        }
+
+        private mutating func siftDown(from start: Int) {
+            var parent = start
+            while true {
+                let left = 2 * parent + 1
+                guard left < places.count else { return }
+                var least = left
+                if left + 1 < places.count && places[left + 1].deadline < places[left].deadline { least = left + 1 }
+                guard places[least].deadline < places[parent].deadline else { return }
+                places.swapAt(least, parent)
+                parent = least
+            }
         }
     }
 

@@ -51,6 +51,12 @@
             nonisolated(unsafe) var delayedJobs: DelayedJobs!
             /// Spins before the loop blocks (see `spinBeforeWaiting`) and tracks `load.blocked`.
             nonisolated(unsafe) var spinner: LoopObserver!
+            /// Wakes this loop when a delayed job of a lane seen running a long job comes due, to
+            /// take it (see `timerStealAfter`). Repeating, so that it can be moved again after it
+            /// fired; its interval is never reached.
+            nonisolated(unsafe) var watch: LoopTimer!
+            /// The watch is set to fire. Touched only on this lane's loop thread.
+            nonisolated(unsafe) var watchArmed = false
             /// The spinner's record of the other lanes: each one's `load.ran` when last seen to
             /// change, and when. Touched only by the spinner, on this lane's loop thread.
             nonisolated(unsafe) var seenRan: [Int] = []
@@ -106,6 +112,44 @@
                 victim.load.depth.subtract(moved, ordering: .relaxed)
                 return moved > 0
             }
+
+            /// Moves to `thief`'s queue the delayed jobs of the other lanes that are overdue by
+            /// `timerStealAfter` on a loop that is running (not blocked in the kernel, where its
+            /// own timer would wake it): that loop is busy and cannot fire them. True if any moved.
+            /// On `thief`'s loop thread.
+            func stealOverdue(into thief: Lane, at now: Int64) -> Bool {
+                let cutoff = now - LoopGroupExecutor.timerStealAfterNanoseconds
+                var moved = 0
+                for lane in lanes where lane !== thief && !lane.load.blocked.load(ordering: .relaxed) {
+                    moved += lane.delayedJobs.takeOverdue(dueBy: cutoff) { jobs, owner in
+                        thief.load.depth.add(jobs.count, ordering: .relaxed)
+                        guard thief.queue.enqueue(contentsOf: jobs, keeping: owner) else {
+                            thief.load.depth.subtract(jobs.count, ordering: .relaxed)
+                            return false
+                        }
+                        return true
+                    }
+                }
+                return moved > 0
+            }
+
+            /// When `thief`, about to block, should wake to take delayed jobs of a lane it saw
+            /// stuck — running, with no job started for `stuckAfter` — or `nil`: the earliest such
+            /// deadline plus `timerStealAfter`, in loop time. On `thief`'s loop thread, after
+            /// `beginWatch`.
+            func watchDeadline(for thief: Lane, at now: ContinuousClock.Instant) -> Int64? {
+                var earliest = Int64.max
+                for index in lanes.indices where lanes[index] !== thief {
+                    let lane = lanes[index]
+                    guard !lane.load.blocked.load(ordering: .relaxed),
+                        lane.load.ran.load(ordering: .relaxed) == thief.seenRan[index],
+                        now - thief.seenAt[index] >= LoopGroupExecutor.stuckAfter
+                    else { continue }
+                    earliest = min(earliest, lane.delayedJobs.earliestDeadline)
+                }
+                guard earliest != .max else { return nil }
+                return earliest + LoopGroupExecutor.timerStealAfterNanoseconds
+            }
         }
 
         /// How busy a lane's loop is: shared by the lane, its job runner and its spinner, which
@@ -145,6 +189,13 @@
         /// (jobs that run in a few microseconds) stay on one thread.
         static let stuckAfter: Duration = .microseconds(20)
         static let stealLimit = 64
+        /// A delayed job this long overdue on a loop that is running — busy with a long job, its
+        /// timers cannot fire — is taken by another loop of the group that is free: a spinning
+        /// one, or one that saw the busy loop stuck before it blocked and set its watch for the
+        /// job's deadline plus this. Long enough that a loop finishing a short job fires its own
+        /// timers; far under the lateness of a sleep on a busy pool.
+        static let timerStealAfter: Duration = .microseconds(100)
+        fileprivate static let timerStealAfterNanoseconds: Int64 = 100_000
 
         /// The threads whose loops run the jobs.
         public let group: LoopThreadGroup
@@ -173,7 +224,7 @@
                 }
                 // Unowned(unsafe) like the runner: a delayed job keeps the executor alive until it
                 // fires or is dropped (`keeping:` in `schedule`), and the executor holds its lanes.
-                lane.delayedJobs = DelayedJobs(loop: lane.loop, modes: [.common]) {
+                lane.delayedJobs = DelayedJobs(loop: lane.loop, modes: [.common], stealable: true) {
                     [unowned(unsafe) self, unowned(unsafe) lane] job in
                     load.depth.add(1, ordering: .relaxed)
                     lane.queue.enqueue(job, keeping: self)
@@ -188,6 +239,15 @@
                 // invalidation, which releases the spinner's closure.)
                 let load = lane.load
                 let loop = lane.loop
+                // Weak: the timer keeps its handler after it is invalidated (`deinit`).
+                lane.watch = LoopTimer(
+                    fireAt: .now + .seconds(86_400 * 365), interval: .seconds(86_400 * 365)
+                ) { [weak directory, weak lane] _ in
+                    guard let directory, let lane else { return }
+                    lane.watchArmed = false
+                    _ = directory.stealOverdue(into: lane, at: ContinuousClock.now.loopNanoseconds)
+                }
+                lane.loop.add(lane.watch, forMode: .common)
                 lane.spinner = LoopObserver(
                     activities: [.beforeWaiting, .afterWaiting], label: "default executor spin"
                 ) { _, activity in
@@ -202,17 +262,30 @@
                         deadline = next
                     }
                     directory.beginWatch(by: lane, at: now)
+                    if directory.stealOverdue(into: lane, at: now.loopNanoseconds) { return }
                     var rounds = 0
                     while load.depth.load(ordering: .relaxed) == 0 && now < deadline {
                         rounds &+= 1
                         now = ContinuousClock.now
-                        if rounds & 15 == 0 && directory.stealFromStuck(into: lane, at: now) { return }
+                        if rounds & 15 == 0
+                            && (directory.stealFromStuck(into: lane, at: now)
+                                || directory.stealOverdue(into: lane, at: now.loopNanoseconds))
+                        {
+                            return
+                        }
+                    }
+                    guard load.depth.load(ordering: .relaxed) == 0 else { return }
+                    // A lane seen stuck has delayed jobs: wake when the first is ours to take.
+                    if let due = directory.watchDeadline(for: lane, at: now) {
+                        lane.watch.setFireDate(ContinuousClock.Instant(loopNanoseconds: due))
+                        lane.watchArmed = true
+                    } else if lane.watchArmed {
+                        lane.watch.setFireDate(.now + .seconds(86_400 * 365))
+                        lane.watchArmed = false
                     }
                     // Blocked: a busy lane that queues a second job after this sees the flag and
                     // wakes this loop, whose next spin watches it again.
-                    if load.depth.load(ordering: .relaxed) == 0 {
-                        load.blocked.store(true, ordering: .sequentiallyConsistent)
-                    }
+                    load.blocked.store(true, ordering: .sequentiallyConsistent)
                 }
                 lane.loop.add(lane.spinner, forMode: .common)
             }
@@ -221,6 +294,7 @@
         deinit {
             for lane in lanes {
                 lane.spinner.invalidate()
+                lane.watch.invalidate()
                 lane.queue.retire()
             }
         }

@@ -57,3 +57,12 @@ enum LoopTime {
         return overflow ? (later > earlier ? .max : .min) : difference
     }
 }
+
+extension ContinuousClock.Instant {
+    /// This instant as loop time: nanoseconds of the clock behind `ContinuousClock`, for the
+    /// package's own comparisons and atomics (an `Int64` fits in one).
+    package var loopNanoseconds: Int64 { LoopTime.nanoseconds(of: self) }
+
+    /// The instant of loop time `nanoseconds` (see ``loopNanoseconds``).
+    package init(loopNanoseconds nanoseconds: Int64) { self = LoopTime.instant(nanoseconds) }
+}

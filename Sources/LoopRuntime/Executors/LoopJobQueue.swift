@@ -113,7 +113,7 @@ package final class LoopJobQueue: @unchecked Sendable {  // buffers guarded by `
     /// Queues `jobs` in order, keeping `owner` alive until the queue is empty again (see
     /// ``enqueue(_:keeping:)``).
     /// Returns false, queueing nothing, if the queue is closed.
-    private func enqueue(contentsOf jobs: [UnownedJob], keeping owner: AnyObject?) -> Bool {
+    package func enqueue(contentsOf jobs: [UnownedJob], keeping owner: AnyObject?) -> Bool {
         let wasEmpty: Bool? = lock.withLock {
             guard closedReason == nil else { return nil }
             let waiting = pending.count - head
