@@ -249,6 +249,65 @@
                 threads.count == 2 && !threads.contains(-1))
         }
 
+        // 5d. Loops take overdue sleeps (issue #34): a task sleeps 20 ms on its loop's timers, and
+        //     a task queued behind it there then holds that loop in one long CPU-bound job (up to
+        //     5 s, until the sleeper is back). The sleeper must wake while the job still runs: its
+        //     loop cannot fire the timer, so another loop takes it. The runner is stolen now and
+        //     then before it starts (it then runs elsewhere and proves nothing): up to 20 tries.
+        if laneLoops.count >= 2 {
+            var provenOnTime = false
+            var tries = 0
+            var lastLate = Duration.zero
+            while !provenOnTime && tries < 20 {
+                tries += 1
+                let (sleptLane, blockedLane, blockerRunning, late) = await Task.detached {
+                    () -> (Int, Int, Bool, Duration) in
+                    let woke = StartCount()
+                    let blocking = StartCount()
+                    let sleptLane = laneLoops.firstIndex { $0.isCurrentThread } ?? -1
+                    let blocker = Task { () -> Int in
+                        let lane = laneLoops.firstIndex { $0.isCurrentThread } ?? -1
+                        blocking.value.store(1, ordering: .sequentiallyConsistent)
+                        let deadline = ContinuousClock.now + .seconds(5)
+                        while woke.value.load(ordering: .sequentiallyConsistent) == 0 && ContinuousClock.now < deadline
+                        {}
+                        blocking.value.store(2, ordering: .sequentiallyConsistent)
+                        return lane
+                    }
+                    let deadline = ContinuousClock.now + .milliseconds(20)
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    let late = ContinuousClock.now - deadline
+                    let blockerRunning = blocking.value.load(ordering: .sequentiallyConsistent) == 1
+                    woke.value.store(1, ordering: .sequentiallyConsistent)
+                    return (sleptLane, await blocker.value, blockerRunning, late)
+                }.value
+                lastLate = late
+                if sleptLane == blockedLane && sleptLane != -1 {
+                    check(
+                        "default executor: a sleep on a loop held by a long job wakes while the job runs (\(late) late, try \(tries))",
+                        blockerRunning)
+                    provenOnTime = true
+                }
+            }
+            check(
+                "default executor: … the long job ran on the sleeper's loop in one of \(tries) tries (last: \(lastLate) late)",
+                provenOnTime)
+        }
+
+        // 5e. … and the watch that makes it so costs an idle loop no wake-ups: a task that sleeps
+        //     20 times in a row wakes its own loop for each sleep, and its idle neighbour not at
+        //     all (a loop puts back the watch it set on another when it blocks).
+        if laneLoops.count >= 2 {
+            for loop in laneLoops { loop.startRecordingMetrics() }
+            await Task.detached {}.value  // a job on a lane, so that recording has begun there
+            await Task.detached { for _ in 0..<20 { try? await Task.sleep(for: .milliseconds(5)) } }.value
+            let timerWakeUps = laneLoops.map { $0.metrics.wakeUps.timer }
+            for loop in laneLoops { loop.stopRecordingMetrics() }
+            check(
+                "default executor: 20 sleeps in a row woke the group's loops for timers \(timerWakeUps) times (20 to 30)",
+                (20...30).contains(timerWakeUps.reduce(0, +)))
+        }
+
         // 6. Task.sleep in a task without a preference lands on the default executor's timers.
         let (sleptOnLoop, sawTimer) = try await Task.detached { try await sleepOnTheDefaultExecutor() }.value
         check("SchedulingExecutor: Task.sleep on the default executor is a timer of its loops", sawTimer)

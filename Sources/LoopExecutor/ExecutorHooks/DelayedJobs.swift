@@ -301,7 +301,7 @@
         /// accepting jobs), they go to this table's own queue. For a loop busy with a long job:
         /// its timers cannot fire until the job ends (see "Overdue jobs elsewhere").
         ///
-        /// - Important: Safe from any thread but this loop's (its timers fire there).
+        /// - Important: Safe from any thread.
         func takeOverdue(
             dueBy cutoff: Int64, into deliver: ([UnownedJob], _ keeping: AnyObject) -> Bool
         ) -> Int {
@@ -333,7 +333,8 @@
         private func order(_ entry: Entry, _ id: UInt64, in state: inout State) {
             // Places of entries already gone outnumber live ones: start over from the live ones.
             if state.order.count >= 64 && state.order.count > 2 * state.entries.count {
-                state.order = DeadlineHeap(state.entries.map { DeadlineHeap.Place(deadline: $0.value.deadline, id: $0.key) })
+                state.order = DeadlineHeap(
+                    state.entries.map { DeadlineHeap.Place(deadline: $0.value.deadline, id: $0.key) })
             } else {
                 state.order.insert(DeadlineHeap.Place(deadline: entry.deadline, id: id))
             }

@@ -30,7 +30,10 @@
     /// asleep. Jobs run in each loop's common modes (a `LoopThread` runs its default mode), in
     /// the order they came: job priorities are not used. A delayed job (`Task.sleep`) waits in a
     /// timer of the same loop its job would go to; cancellation and the loop's end are handled as
-    /// on a `LoopExecutor` (see its `enqueue(_:at:tolerance:clock:)`).
+    /// on a `LoopExecutor` (see its `enqueue(_:at:tolerance:clock:)`). A loop held by a long job
+    /// cannot fire its timers: another loop of the group takes its delayed jobs once they are
+    /// 100 µs overdue (`timerStealAfter`), a spinning one or one that set a timer for them before
+    /// it blocked.
     ///
     /// Part of Swift's experimental executor SPI (ExperimentalExecutorHooks trait), which may change
     /// in any toolchain.
@@ -51,12 +54,19 @@
             nonisolated(unsafe) var delayedJobs: DelayedJobs!
             /// Spins before the loop blocks (see `spinBeforeWaiting`) and tracks `load.blocked`.
             nonisolated(unsafe) var spinner: LoopObserver!
-            /// Wakes this loop when a delayed job of a lane seen running a long job comes due, to
-            /// take it (see `timerStealAfter`). Repeating, so that it can be moved again after it
-            /// fired; its interval is never reached.
+            /// Wakes this loop, blocked in the kernel, when a delayed job of another lane that is
+            /// running may be overdue there, to take it (see `timerStealAfter`). Repeating, so that
+            /// it can be moved again after it fired; its interval is never reached. Its date, in
+            /// loop time, is `load.watchAt`.
             nonisolated(unsafe) var watch: LoopTimer!
-            /// The watch is set to fire. Touched only on this lane's loop thread.
-            nonisolated(unsafe) var watchArmed = false
+            /// The lane whose watch this lane set for its own delayed jobs while it runs, and the
+            /// date it set: put back when this lane blocks (it then fires its own timers). Touched
+            /// only on this lane's loop thread.
+            nonisolated(unsafe) var deputy: Lane?
+            nonisolated(unsafe) var deputyAt = Int64.max
+            /// The last wake-up was the watch's and found nothing to take: the next wait begins
+            /// without the spin. Touched only on this lane's loop thread.
+            nonisolated(unsafe) var skipSpin = false
             /// The spinner's record of the other lanes: each one's `load.ran` when last seen to
             /// change, and when. Touched only by the spinner, on this lane's loop thread.
             nonisolated(unsafe) var seenRan: [Int] = []
@@ -133,22 +143,76 @@
                 return moved > 0
             }
 
-            /// When `thief`, about to block, should wake to take delayed jobs of a lane it saw
-            /// stuck — running, with no job started for `stuckAfter` — or `nil`: the earliest such
-            /// deadline plus `timerStealAfter`, in loop time. On `thief`'s loop thread, after
-            /// `beginWatch`.
-            func watchDeadline(for thief: Lane, at now: ContinuousClock.Instant) -> Int64? {
-                var earliest = Int64.max
+            /// Sets `thief`'s watch, as it is about to block, for the delayed jobs of the lanes that
+            /// are running: the first one's deadline plus `timerStealAfter` — for a lane that
+            /// started no job during the spin (stuck), or else no sooner than `timerRecheck` from
+            /// now, so that a loop busy with short jobs costs its idle neighbour at most one
+            /// wake-up per `timerRecheck`. No such lane: the watch is put away. On `thief`'s loop
+            /// thread, after `beginWatch`.
+            func setWatch(of thief: Lane, at now: ContinuousClock.Instant) {
+                let nanoseconds = now.loopNanoseconds
+                var due = Int64.max
                 for index in lanes.indices where lanes[index] !== thief {
                     let lane = lanes[index]
-                    guard !lane.load.blocked.load(ordering: .relaxed),
-                        lane.load.ran.load(ordering: .relaxed) == thief.seenRan[index],
-                        now - thief.seenAt[index] >= LoopGroupExecutor.stuckAfter
-                    else { continue }
-                    earliest = min(earliest, lane.delayedJobs.earliestDeadline)
+                    let earliest = lane.delayedJobs.earliestDeadline
+                    guard earliest != .max, !lane.load.blocked.load(ordering: .relaxed) else { continue }
+                    let stuck =
+                        lane.load.ran.load(ordering: .relaxed) == thief.seenRan[index]
+                        && now - thief.seenAt[index] >= LoopGroupExecutor.stuckAfter
+                    var at = earliest + LoopGroupExecutor.timerStealAfterNanoseconds
+                    if !stuck { at = max(at, nanoseconds + LoopGroupExecutor.timerRecheckNanoseconds) }
+                    due = min(due, at)
                 }
-                guard earliest != .max else { return nil }
-                return earliest + LoopGroupExecutor.timerStealAfterNanoseconds
+                move(thief.watch, of: thief, to: due)
+            }
+
+            /// Called on `lane`'s thread while it runs with delayed jobs (after it woke, after it
+            /// scheduled one; `now` in loop time): makes sure a lane blocked in the kernel wakes if
+            /// the first one is `timerStealAfter` overdue — this lane may be held by a long job by
+            /// then, and only another loop can take them (see `stealOverdue`) — but no sooner than
+            /// `timerRecheck` from now: a lane that goes back to sleep within that time (the common
+            /// case: it fires its due timers, runs what they woke and blocks) puts the watch back
+            /// before it fires, and its neighbour is not woken.
+            func appointDeputy(for lane: Lane, now: @autoclosure () -> Int64) {
+                let earliest = lane.delayedJobs.earliestDeadline
+                guard earliest != .max else { return }
+                let now = now()
+                let at = max(
+                    earliest + LoopGroupExecutor.timerStealAfterNanoseconds,
+                    now + LoopGroupExecutor.timerRecheckNanoseconds)
+                guard at < lane.deputyAt else { return }
+                if let deputy = lane.deputy, deputy.load.blocked.load(ordering: .relaxed) {
+                    if at < deputy.load.watchAt.load(ordering: .relaxed) { move(deputy.watch, of: deputy, to: at) }
+                    lane.deputyAt = at
+                    return
+                }
+                for other in lanes where other !== lane && other.load.blocked.load(ordering: .relaxed) {
+                    if at < other.load.watchAt.load(ordering: .relaxed) { move(other.watch, of: other, to: at) }
+                    lane.deputy = other
+                    lane.deputyAt = at
+                    return
+                }
+            }
+
+            /// `lane` blocks: it fires its own timers, so the watch it set on its deputy goes —
+            /// unless the deputy has set it since. On `lane`'s thread.
+            func releaseDeputy(of lane: Lane) {
+                guard let deputy = lane.deputy else { return }
+                let at = lane.deputyAt
+                lane.deputy = nil
+                lane.deputyAt = .max
+                // Should the deputy move its watch between these two lines, its new date is lost
+                // and it is not woken for that lane: a sleep there may then be late, nothing worse.
+                if deputy.load.watchAt.compareExchange(expected: at, desired: .max, ordering: .relaxed).exchanged {
+                    deputy.watch.setFireDate(LoopGroupExecutor.never)
+                }
+            }
+
+            /// Moves `lane`'s watch to `date` (loop time; `Int64.max`: away) if it is not there.
+            private func move(_ watch: LoopTimer, of lane: Lane, to date: Int64) {
+                guard lane.load.watchAt.exchange(date, ordering: .relaxed) != date else { return }
+                watch.setFireDate(
+                    date == .max ? LoopGroupExecutor.never : ContinuousClock.Instant(loopNanoseconds: date))
             }
         }
 
@@ -165,6 +229,9 @@
             /// Jobs started: the runner adds one per job. A lane whose count stays put while jobs
             /// wait there is running a long job; the others' spinners take its waiting jobs.
             let ran = Atomic<Int>(0)
+            /// When the lane's watch fires, in loop time (`Int64.max`: not set). Written by the
+            /// lane itself before it blocks and by a running lane that makes it its deputy.
+            let watchAt = Atomic<Int64>(.max)
         }
 
         /// How long a group loop that runs out of jobs keeps looking for the next one before it
@@ -195,11 +262,18 @@
         /// job's deadline plus this. Long enough that a loop finishing a short job fires its own
         /// timers; far under the lateness of a sleep on a busy pool.
         static let timerStealAfter: Duration = .microseconds(100)
-        fileprivate static let timerStealAfterNanoseconds: Int64 = 100_000
+        fileprivate static let timerStealAfterNanoseconds = Int64(timerStealAfter / .nanoseconds(1))
+        /// How often at most a blocked loop wakes to look at the delayed jobs of a loop that runs
+        /// short jobs: if one of those becomes a long job, its loop's timers are taken this late.
+        static let timerRecheck: Duration = .milliseconds(1)
+        fileprivate static let timerRecheckNanoseconds = Int64(timerRecheck / .nanoseconds(1))
+        /// Where a watch waits when it is put away.
+        fileprivate static var never: ContinuousClock.Instant { .now + .seconds(86_400 * 365) }
 
         /// The threads whose loops run the jobs.
         public let group: LoopThreadGroup
         private var lanes: [Lane] = []
+        private var directory: LaneDirectory!
         private let cursor = Atomic<Int>(0)
 
         /// An executor over the loops of `group`. The group must outlive the jobs handed to it: shut
@@ -232,6 +306,7 @@
                 return lane
             }
             let directory = LaneDirectory(lanes)
+            self.directory = directory
             for lane in lanes {
                 // Strong captures only: `deinit` invalidates the spinner, and the callout gate makes
                 // that wait for a spin under way on the loop's thread; nothing it uses is freed
@@ -240,12 +315,12 @@
                 let load = lane.load
                 let loop = lane.loop
                 // Weak: the timer keeps its handler after it is invalidated (`deinit`).
-                lane.watch = LoopTimer(
-                    fireAt: .now + .seconds(86_400 * 365), interval: .seconds(86_400 * 365)
-                ) { [weak directory, weak lane] _ in
+                lane.watch = LoopTimer(fireAt: Self.never, interval: .seconds(86_400 * 365)) {
+                    [weak directory, weak lane] _ in
                     guard let directory, let lane else { return }
-                    lane.watchArmed = false
-                    _ = directory.stealOverdue(into: lane, at: ContinuousClock.now.loopNanoseconds)
+                    lane.load.watchAt.store(.max, ordering: .relaxed)
+                    let took = directory.stealOverdue(into: lane, at: ContinuousClock.now.loopNanoseconds)
+                    lane.skipSpin = !took
                 }
                 lane.loop.add(lane.watch, forMode: .common)
                 lane.spinner = LoopObserver(
@@ -253,6 +328,7 @@
                 ) { _, activity in
                     guard activity == .beforeWaiting else {
                         load.blocked.store(false, ordering: .relaxed)
+                        directory.appointDeputy(for: lane, now: ContinuousClock.now.loopNanoseconds)
                         return
                     }
                     // Never past the loop's next timer: the spin must not make a timer late.
@@ -260,6 +336,11 @@
                     var deadline = now + Self.spinBeforeWaiting
                     if let mode = loop.currentMode, let next = loop.nextFireDate(forMode: mode), next < deadline {
                         deadline = next
+                    }
+                    // Woken by the watch for nothing: no spin (nothing it was waiting for came).
+                    if lane.skipSpin {
+                        lane.skipSpin = false
+                        deadline = now
                     }
                     directory.beginWatch(by: lane, at: now)
                     if directory.stealOverdue(into: lane, at: now.loopNanoseconds) { return }
@@ -275,14 +356,9 @@
                         }
                     }
                     guard load.depth.load(ordering: .relaxed) == 0 else { return }
-                    // A lane seen stuck has delayed jobs: wake when the first is ours to take.
-                    if let due = directory.watchDeadline(for: lane, at: now) {
-                        lane.watch.setFireDate(ContinuousClock.Instant(loopNanoseconds: due))
-                        lane.watchArmed = true
-                    } else if lane.watchArmed {
-                        lane.watch.setFireDate(.now + .seconds(86_400 * 365))
-                        lane.watchArmed = false
-                    }
+                    // This loop fires its own timers from now; it watches the running lanes'.
+                    directory.releaseDeputy(of: lane)
+                    directory.setWatch(of: lane, at: now)
                     // Blocked: a busy lane that queues a second job after this sees the flag and
                     // wakes this loop, whose next spin watches it again.
                     load.blocked.store(true, ordering: .sequentiallyConsistent)
@@ -356,10 +432,17 @@
             return lanes[Int(UInt(bitPattern: index) % UInt(lanes.count))]
         }
 
-        /// Where a delayed job waits: the calling thread's loop if it is one of the group's (a
-        /// sleeper wakes where it slept), else the next.
-        fileprivate func schedulingLane() -> Lane {
-            currentLane() ?? nextLane()
+        /// Where a delayed job waits: the calling thread's lane if it is one of the group's (a
+        /// sleeper wakes where it slept), else the next; and the calling thread's lane, if any.
+        fileprivate func schedulingLane() -> (Lane, current: Lane?) {
+            let current = currentLane()
+            return (current ?? nextLane(), current)
+        }
+
+        /// A delayed job went to the table of the calling thread's lane `current`: it makes sure
+        /// another loop would take the job if a long job held this one at its time.
+        fileprivate func scheduled(on current: Lane?) {
+            if let current { directory.appointDeputy(for: current, now: ContinuousClock.now.loopNanoseconds) }
         }
 
         /// The lane of the calling thread, if it is one of the group's.
@@ -446,7 +529,9 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C
         ) {
-            schedulingLane().delayedJobs.schedule(job, at: instant, tolerance: tolerance, clock: clock, for: self)
+            let (lane, current) = schedulingLane()
+            lane.delayedJobs.schedule(job, at: instant, tolerance: tolerance, clock: clock, for: self)
+            scheduled(on: current)
         }
 
         /// Runs `job` `delay` from now on `clock` in a timer of one of the group's loops.
@@ -455,7 +540,9 @@
         public func enqueue<C: Clock>(
             _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
         ) {
-            schedulingLane().delayedJobs.schedule(job, after: delay, tolerance: tolerance, clock: clock, for: self)
+            let (lane, current) = schedulingLane()
+            lane.delayedJobs.schedule(job, after: delay, tolerance: tolerance, clock: clock, for: self)
+            scheduled(on: current)
         }
     }
 #endif
