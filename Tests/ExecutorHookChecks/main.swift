@@ -308,6 +308,33 @@
                 (20...30).contains(timerWakeUps.reduce(0, +)))
         }
 
+        // 5f. Under load, where loops take each other's overdue sleeps all the time (the parent
+        //     of a big task group drains its results in long jobs): every sleep ends, none before
+        //     its deadline, and no delayed job is left behind.
+        let (groupSleepers, early) = await Task.detached { () -> (Int, Int) in
+            await withTaskGroup(of: Bool.self) { group in
+                for index in 0..<3_000 {
+                    group.addTask {
+                        let deadline = ContinuousClock.now + .microseconds(500 + (index &* 7_919) % 20_000)
+                        try? await Task.sleep(until: deadline, clock: .continuous)
+                        return ContinuousClock.now < deadline
+                    }
+                }
+                var count = 0
+                var early = 0
+                for await wasEarly in group {
+                    count += 1
+                    if wasEarly { early += 1 }
+                }
+                return (count, early)
+            }
+        }.value
+        check("default executor: 3,000 sleepers in one task group all woke (\(groupSleepers))", groupSleepers == 3_000)
+        check("default executor: … none before its deadline (\(early) early)", early == 0)
+        check(
+            "default executor: … and no delayed job is left (\(LoopGroupExecutor.standard.delayedJobCount))",
+            await eventually { LoopGroupExecutor.standard.delayedJobCount == 0 })
+
         // 6. Task.sleep in a task without a preference lands on the default executor's timers.
         let (sleptOnLoop, sawTimer) = try await Task.detached { try await sleepOnTheDefaultExecutor() }.value
         check("SchedulingExecutor: Task.sleep on the default executor is a timer of its loops", sawTimer)

@@ -64,9 +64,6 @@
             /// only on this lane's loop thread.
             nonisolated(unsafe) var deputy: Lane?
             nonisolated(unsafe) var deputyAt = Int64.max
-            /// The last wake-up was the watch's and found nothing to take: the next wait begins
-            /// without the spin. Touched only on this lane's loop thread.
-            nonisolated(unsafe) var skipSpin = false
             /// The spinner's record of the other lanes: each one's `load.ran` when last seen to
             /// change, and when. Touched only by the spinner, on this lane's loop thread.
             nonisolated(unsafe) var seenRan: [Int] = []
@@ -95,6 +92,7 @@
             /// started one for `stuckAfter` (it runs a long job: its waiting jobs would wait for it);
             /// true if any moved. On `thief`'s loop thread, after `beginWatch`.
             func stealFromStuck(into thief: Lane, at now: ContinuousClock.Instant) -> Bool {
+                guard thief.seenRan.count == lanes.count else { return false }  // no watch begun yet
                 var victim: Lane?
                 var most = 0
                 for index in lanes.indices where lanes[index] !== thief {
@@ -143,19 +141,26 @@
                 return moved > 0
             }
 
-            /// Sets `thief`'s watch, as it is about to block, for the delayed jobs of the lanes that
-            /// are running: the first one's deadline plus `timerStealAfter` — for a lane that
-            /// started no job during the spin (stuck), or else no sooner than `timerRecheck` from
-            /// now, so that a loop busy with short jobs costs its idle neighbour at most one
-            /// wake-up per `timerRecheck`. No such lane: the watch is put away. On `thief`'s loop
-            /// thread, after `beginWatch`.
+            /// Sets `thief`'s watch, as it is about to block, for the lanes that are running: for
+            /// their delayed jobs, the first one's deadline plus `timerStealAfter` — for a lane
+            /// that started no job during the spin (stuck), or else no sooner than `timerRecheck`
+            /// from now, so that a loop busy with short jobs costs its idle neighbour at most one
+            /// wake-up per `timerRecheck`; and for a lane with jobs waiting, `timerRecheck` from
+            /// now, to see whether it is stuck then (the wake-up a lane sends when it queues a
+            /// second job can come while this loop still spins, too early to see a long job that
+            /// starts after it). No such lane: the watch is put away. On `thief`'s loop thread,
+            /// after `beginWatch`.
             func setWatch(of thief: Lane, at now: ContinuousClock.Instant) {
                 let nanoseconds = now.loopNanoseconds
                 var due = Int64.max
                 for index in lanes.indices where lanes[index] !== thief {
                     let lane = lanes[index]
+                    guard !lane.load.blocked.load(ordering: .relaxed) else { continue }
+                    if lane.load.depth.load(ordering: .relaxed) > 0 {
+                        due = min(due, nanoseconds + LoopGroupExecutor.timerRecheckNanoseconds)
+                    }
                     let earliest = lane.delayedJobs.earliestDeadline
-                    guard earliest != .max, !lane.load.blocked.load(ordering: .relaxed) else { continue }
+                    guard earliest != .max else { continue }
                     let stuck =
                         lane.load.ran.load(ordering: .relaxed) == thief.seenRan[index]
                         && now - thief.seenAt[index] >= LoopGroupExecutor.stuckAfter
@@ -319,8 +324,14 @@
                     [weak directory, weak lane] _ in
                     guard let directory, let lane else { return }
                     lane.load.watchAt.store(.max, ordering: .relaxed)
-                    let took = directory.stealOverdue(into: lane, at: ContinuousClock.now.loopNanoseconds)
-                    lane.skipSpin = !took
+                    // The spin before the next wait runs as after any wake-up: whoever else woke
+                    // this loop (a lane with jobs to share) may be what it finds.
+                    // A lane that has started no job since this loop last looked (before it
+                    // blocked) is stuck: its waiting jobs come here too.
+                    let now = ContinuousClock.now
+                    if !directory.stealOverdue(into: lane, at: now.loopNanoseconds) {
+                        _ = directory.stealFromStuck(into: lane, at: now)
+                    }
                 }
                 lane.loop.add(lane.watch, forMode: .common)
                 lane.spinner = LoopObserver(
@@ -336,11 +347,6 @@
                     var deadline = now + Self.spinBeforeWaiting
                     if let mode = loop.currentMode, let next = loop.nextFireDate(forMode: mode), next < deadline {
                         deadline = next
-                    }
-                    // Woken by the watch for nothing: no spin (nothing it was waiting for came).
-                    if lane.skipSpin {
-                        lane.skipSpin = false
-                        deadline = now
                     }
                     directory.beginWatch(by: lane, at: now)
                     if directory.stealOverdue(into: lane, at: now.loopNanoseconds) { return }
