@@ -20,8 +20,10 @@
     /// up to 50 µs before it blocks, and while it spins it takes half of the waiting jobs (the
     /// oldest, at most 64) of a loop that has jobs waiting and has started none for 20 µs — one
     /// busy with a long job. A loop that queues a second job for itself while another loop of the
-    /// group is blocked in the kernel wakes that loop, so that it can take some. So a long
-    /// CPU-bound job holds up no one for more than about 20 µs while another loop is free, and
+    /// group is blocked in the kernel wakes that loop, so that it can take some, and a loop that
+    /// blocks while another runs with jobs waiting looks again within 1 ms. So a long
+    /// CPU-bound job holds up no one for more than about 20 µs (1 ms at worst) while another loop
+    /// is free, and
     /// children of one group finish in about the order they were created (the runtime's task-group
     /// bookkeeping is cheapest that way). A job from any other thread (the main thread, a
     /// `LoopThread` of your own, a pinned actor's loop) goes to a loop that is not blocked in the
