@@ -23,9 +23,8 @@
     /// group is blocked in the kernel wakes that loop, so that it can take some, and a loop that
     /// blocks while another runs with jobs waiting looks again within 1 ms. So a long
     /// CPU-bound job holds up no one for more than about 20 µs (1 ms at worst) while another loop
-    /// is free, and
-    /// children of one group finish in about the order they were created (the runtime's task-group
-    /// bookkeeping is cheapest that way). A job from any other thread (the main thread, a
+    /// is free, and children of one group finish in about the order they were created (the
+    /// runtime's task-group bookkeeping is cheapest that way). A job from any other thread (the main thread, a
     /// `LoopThread` of your own, a pinned actor's loop) goes to a loop that is not blocked in the
     /// kernel and has fewer than 16 jobs waiting, round-robin, so an answer that comes back
     /// quickly — from an actor pinned to a `LoopThread`, say — finds its loop still running, not
