@@ -303,9 +303,12 @@
             await Task.detached { for _ in 0..<20 { try? await Task.sleep(for: .milliseconds(5)) } }.value
             let timerWakeUps = laneLoops.map { $0.metrics.wakeUps.timer }
             for loop in laneLoops { loop.stopRecordingMetrics() }
+            // The neighbour's count alone: a sleeping lane held off its thread for over 1 ms
+            // before it blocks again (a busy machine) may wake its neighbour now and then; a watch
+            // never put back would wake it once per sleep.
             check(
-                "default executor: 20 sleeps in a row woke the group's loops for timers \(timerWakeUps) times (20 to 30)",
-                (20...30).contains(timerWakeUps.reduce(0, +)))
+                "default executor: 20 sleeps in a row woke the group's loops for timers \(timerWakeUps) times (the idle one at most 5)",
+                timerWakeUps.reduce(0, +) >= 10 && timerWakeUps.min()! <= 5)
         }
 
         // 5f. Under load, where loops take each other's overdue sleeps all the time (the parent

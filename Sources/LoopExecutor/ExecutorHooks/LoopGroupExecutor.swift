@@ -58,8 +58,13 @@
             /// Wakes this loop, blocked in the kernel, when a delayed job of another lane that is
             /// running may be overdue there, to take it (see `timerStealAfter`). Repeating, so that
             /// it can be moved again after it fired; its interval is never reached. Its date, in
-            /// loop time, is `load.watchAt`.
+            /// loop time, is `watchAt`.
             nonisolated(unsafe) var watch: LoopTimer!
+            /// When the watch fires, in loop time (`Int64.max`: not set), changed together with the
+            /// timer (see `LaneDirectory.move`): by the lane itself before it blocks, by a running
+            /// lane that makes it its deputy, and by the watch when it fires. Nothing runs user
+            /// code under this lock; it is taken before the timer's own locks.
+            let watchAt = ExecutorLocked<Int64>(.max)
             /// The lane whose watch this lane set for its own delayed jobs while it runs, and the
             /// date it set: put back when this lane blocks (it then fires its own timers). Touched
             /// only on this lane's loop thread.
@@ -169,7 +174,7 @@
                     if !stuck { at = max(at, nanoseconds + LoopGroupExecutor.timerRecheckNanoseconds) }
                     due = min(due, at)
                 }
-                move(thief.watch, of: thief, to: due)
+                move(thief, to: due)
             }
 
             /// Called on `lane`'s thread while it runs with delayed jobs (after it woke, after it
@@ -188,12 +193,12 @@
                     now + LoopGroupExecutor.timerRecheckNanoseconds)
                 guard at < lane.deputyAt else { return }
                 if let deputy = lane.deputy, deputy.load.blocked.load(ordering: .relaxed) {
-                    if at < deputy.load.watchAt.load(ordering: .relaxed) { move(deputy.watch, of: deputy, to: at) }
+                    move(deputy, to: at, onlyEarlier: true)
                     lane.deputyAt = at
                     return
                 }
                 for other in lanes where other !== lane && other.load.blocked.load(ordering: .relaxed) {
-                    if at < other.load.watchAt.load(ordering: .relaxed) { move(other.watch, of: other, to: at) }
+                    move(other, to: at, onlyEarlier: true)
                     lane.deputy = other
                     lane.deputyAt = at
                     return
@@ -207,18 +212,26 @@
                 let at = lane.deputyAt
                 lane.deputy = nil
                 lane.deputyAt = .max
-                // Should the deputy move its watch between these two lines, its new date is lost
-                // and it is not woken for that lane: a sleep there may then be late, nothing worse.
-                if deputy.load.watchAt.compareExchange(expected: at, desired: .max, ordering: .relaxed).exchanged {
+                // Only the date this lane set: the deputy may have set its own since.
+                deputy.watchAt.withLock { current in
+                    guard current == at else { return }
+                    current = .max
                     deputy.watch.setFireDate(LoopGroupExecutor.never)
                 }
             }
 
-            /// Moves `lane`'s watch to `date` (loop time; `Int64.max`: away) if it is not there.
-            private func move(_ watch: LoopTimer, of lane: Lane, to date: Int64) {
-                guard lane.load.watchAt.exchange(date, ordering: .relaxed) != date else { return }
-                watch.setFireDate(
-                    date == .max ? LoopGroupExecutor.never : ContinuousClock.Instant(loopNanoseconds: date))
+            /// Moves `lane`'s watch to `date` (loop time; `Int64.max`: away) if it is not there —
+            /// with `onlyEarlier`, only if that is sooner. The date and the timer change together,
+            /// under the lane's `watchAt` lock: two lanes moving one watch at once (its own spinner
+            /// and a running lane that makes it its deputy) cannot leave the timer at one date and
+            /// `watchAt` at another, which would make every later move think it has nothing to do.
+            private func move(_ lane: Lane, to date: Int64, onlyEarlier: Bool = false) {
+                lane.watchAt.withLock { current in
+                    guard current != date, !onlyEarlier || date < current else { return }
+                    current = date
+                    lane.watch.setFireDate(
+                        date == .max ? LoopGroupExecutor.never : ContinuousClock.Instant(loopNanoseconds: date))
+                }
             }
         }
 
@@ -235,9 +248,6 @@
             /// Jobs started: the runner adds one per job. A lane whose count stays put while jobs
             /// wait there is running a long job; the others' spinners take its waiting jobs.
             let ran = Atomic<Int>(0)
-            /// When the lane's watch fires, in loop time (`Int64.max`: not set). Written by the
-            /// lane itself before it blocks and by a running lane that makes it its deputy.
-            let watchAt = Atomic<Int64>(.max)
         }
 
         /// How long a group loop that runs out of jobs keeps looking for the next one before it
@@ -324,7 +334,7 @@
                 lane.watch = LoopTimer(fireAt: Self.never, interval: .seconds(86_400 * 365)) {
                     [weak directory, weak lane] _ in
                     guard let directory, let lane else { return }
-                    lane.load.watchAt.store(.max, ordering: .relaxed)
+                    lane.watchAt.withLock { $0 = .max }
                     // The spin before the next wait runs as after any wake-up: whoever else woke
                     // this loop (a lane with jobs to share) may be what it finds.
                     // A lane that has started no job since this loop last looked (before it
