@@ -181,7 +181,7 @@
             /// scheduled one; `now` in loop time): makes sure a lane blocked in the kernel wakes if
             /// the first one is `timerStealAfter` overdue — this lane may be held by a long job by
             /// then, and only another loop can take them (see `stealOverdue`) — but no sooner than
-            /// `timerRecheck` from now: a lane that goes back to sleep within that time (the common
+            /// `deputyHorizon` from now: a lane that goes back to sleep within that time (the common
             /// case: it fires its due timers, runs what they woke and blocks) puts the watch back
             /// before it fires, and its neighbour is not woken.
             func appointDeputy(for lane: Lane, now: @autoclosure () -> Int64) {
@@ -190,7 +190,7 @@
                 let now = now()
                 let at = max(
                     earliest + LoopGroupExecutor.timerStealAfterNanoseconds,
-                    now + LoopGroupExecutor.timerRecheckNanoseconds)
+                    now + LoopGroupExecutor.deputyHorizonNanoseconds)
                 guard at < lane.deputyAt else { return }
                 if let deputy = lane.deputy, deputy.load.blocked.load(ordering: .relaxed) {
                     move(deputy, to: at, onlyEarlier: true)
@@ -283,6 +283,12 @@
         /// short jobs: if one of those becomes a long job, its loop's timers are taken this late.
         static let timerRecheck: Duration = .milliseconds(1)
         fileprivate static let timerRecheckNanoseconds = Int64(timerRecheck / .nanoseconds(1))
+        /// How soon at the earliest a running lane's deputy wakes for it: the lane usually fires its
+        /// own timers and blocks well within this (putting the deputy's watch back), even on a
+        /// loaded machine, so that sleeps on an idle group wake one thread; a sleep on a lane held
+        /// by a long job is taken this late at worst when no other loop of the group is awake.
+        static let deputyHorizon: Duration = .milliseconds(10)
+        fileprivate static let deputyHorizonNanoseconds = Int64(deputyHorizon / .nanoseconds(1))
         /// Where a watch waits when it is put away.
         fileprivate static var never: ContinuousClock.Instant { .now + .seconds(86_400 * 365) }
 
