@@ -23,6 +23,12 @@
         exit(0)  // not reached
     }
 
+    // The lost-wake-up window (a loop about to block, a lane queueing work for it) widened to
+    // 300 µs on every block: the checks must pass all the same.
+    if CommandLine.arguments.dropFirst().first == "--widen-block-window" {
+        LoopGroupExecutor.pauseBeforeLook.store(300, ordering: .relaxed)
+    }
+
     nonisolated(unsafe) var failures = 0  // main actor (main thread) only
 
     @MainActor
@@ -220,6 +226,7 @@
         if laneLoops.count >= 2 {
             let (together, threads) = await Task.detached { () -> (Bool, Set<Int>) in
                 let starts = StartCount()
+                let reported = StartCount()
                 return await withTaskGroup(of: (Bool, Int).self) { group in
                     for _ in 0..<2 {
                         group.addTask {
@@ -228,9 +235,16 @@
                             // CPU-bound on purpose: this job does not leave its loop until the
                             // other child runs somewhere else (10 s at most).
                             let deadline = ContinuousClock.now + .seconds(10)
+                            let report = ContinuousClock.now + .seconds(2)
                             while starts.value.load(ordering: .sequentiallyConsistent) < 2
                                 && ContinuousClock.now < deadline
-                            {}
+                            {
+                                // Still alone after 2 s: what the loops looked like (once).
+                                if ContinuousClock.now > report && reported.value.exchange(1, ordering: .relaxed) == 0 {
+                                    print(
+                                        "5c: alone after 2 s, lane \(lane):\n" + LoopGroupExecutor.standard.laneReport)
+                                }
+                            }
                             return (starts.value.load(ordering: .sequentiallyConsistent) == 2, lane)
                         }
                     }

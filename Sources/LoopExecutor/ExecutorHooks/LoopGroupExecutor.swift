@@ -187,6 +187,9 @@
             func appointDeputy(for lane: Lane, now: @autoclosure () -> Int64) {
                 let earliest = lane.delayedJobs.earliestDeadline
                 guard earliest != .max else { return }
+                // Pairs with the fence of a lane about to block (between its flag and its look at
+                // this lane's sleeps): one of the two sees the other.
+                atomicMemoryFence(ordering: .sequentiallyConsistent)
                 let now = now()
                 let at = max(
                     earliest + LoopGroupExecutor.timerStealAfterNanoseconds,
@@ -289,6 +292,10 @@
         /// by a long job is taken this late at worst when no other loop of the group is awake.
         static let deputyHorizon: Duration = .milliseconds(10)
         fileprivate static let deputyHorizonNanoseconds = Int64(deputyHorizon / .nanoseconds(1))
+        /// For the checks: microseconds a loop that is about to block waits between raising its
+        /// flag and looking at the other loops, to widen the window in which a lane that queues
+        /// work could miss it (0: no pause).
+        package static let pauseBeforeLook = Atomic<UInt32>(0)
         /// Where a watch waits when it is put away.
         fileprivate static var never: ContinuousClock.Instant { .now + .seconds(86_400 * 365) }
 
@@ -381,10 +388,17 @@
                     guard load.depth.load(ordering: .relaxed) == 0 else { return }
                     // This loop fires its own timers from now; it watches the running lanes'.
                     directory.releaseDeputy(of: lane)
-                    directory.setWatch(of: lane, at: now)
-                    // Blocked: a busy lane that queues a second job after this sees the flag and
-                    // wakes this loop, whose next spin watches it again.
+                    // Blocked first, then the look at the others (a fence between): a lane that
+                    // queues a second job, or schedules a sleep, either sees the flag — and wakes
+                    // this loop, or makes it its deputy — or has done so before the look, which
+                    // then sees its job or its sleep. Looking first left a window in which a lane
+                    // queued both children of a task group, saw no loop blocked, ran the first
+                    // for seconds, and this loop slept with the second one stuck behind it.
                     load.blocked.store(true, ordering: .sequentiallyConsistent)
+                    atomicMemoryFence(ordering: .sequentiallyConsistent)
+                    let pause = Self.pauseBeforeLook.load(ordering: .relaxed)
+                    if pause > 0 { usleep(pause) }
+                    directory.setWatch(of: lane, at: now)
                 }
                 lane.loop.add(lane.spinner, forMode: .common)
             }
@@ -442,6 +456,23 @@
                     return
                 }
             }
+        }
+
+        /// Each loop's state, one line each, for a check that fails: blocked in the kernel, jobs
+        /// counted and queued, jobs started, the watch's date and the delayed jobs (loop time).
+        ///
+        /// - Important: Safe from any thread; a snapshot that may be torn.
+        package var laneReport: String {
+            let now = ContinuousClock.now.loopNanoseconds
+            return lanes.indices.map { index in
+                let lane = lanes[index]
+                let watch = lane.watchAt.withLock { $0 }
+                return "lane \(index): blocked \(lane.load.blocked.load(ordering: .relaxed)), depth "
+                    + "\(lane.load.depth.load(ordering: .relaxed)), queued \(lane.queue.count), ran "
+                    + "\(lane.load.ran.load(ordering: .relaxed)), watch "
+                    + (watch == .max ? "away" : "in \((watch - now) / 1_000) µs")
+                    + ", delayed \(lane.delayedJobs.count)"
+            }.joined(separator: "\n")
         }
 
         /// This executor as an unowned task executor.
