@@ -49,10 +49,13 @@
         /// One loop of the group: its job queue, its delayed jobs, and how many of its jobs wait.
         fileprivate final class Lane: Sendable {
             let loop: Loop
-            let load = LaneLoad()
+            /// The token of the loop's thread (`Loop.threadToken`): the calling thread's lane is
+            /// the one whose token is `Loop.currentThreadToken`.
+            let threadToken: UInt64
+            let load: LaneLoad
+            let queue: LoopJobQueue
+            let delayedJobs: DelayedJobs
             // Set once in the group's init, before the executor is shared.
-            nonisolated(unsafe) var queue: LoopJobQueue!
-            nonisolated(unsafe) var delayedJobs: DelayedJobs!
             /// Spins before the loop blocks (see `spinBeforeWaiting`) and tracks `load.blocked`.
             nonisolated(unsafe) var spinner: LoopObserver!
             /// Wakes this loop, blocked in the kernel, when a delayed job of another lane that is
@@ -71,10 +74,19 @@
             nonisolated(unsafe) var deputy: Lane?
             nonisolated(unsafe) var deputyAt = Int64.max
             /// The spinner's record of the other lanes: each one's `load.ran` when last seen to
-            /// change, and when. Touched only by the spinner, on this lane's loop thread.
+            /// change, and when. Touched only on this lane's loop thread.
             nonisolated(unsafe) var seenRan: [Int] = []
             nonisolated(unsafe) var seenAt: [ContinuousClock.Instant] = []
-            init(loop: Loop) { self.loop = loop }
+            /// The record is this lane's own since it last blocked: a lane it saw stuck then and
+            /// sees stuck now has been stuck all along. Loop thread only.
+            nonisolated(unsafe) var recordIsFresh = false
+            init(loop: Loop, load: LaneLoad, queue: LoopJobQueue, delayedJobs: DelayedJobs) {
+                self.loop = loop
+                self.threadToken = loop.threadToken
+                self.load = load
+                self.queue = queue
+                self.delayedJobs = delayedJobs
+            }
         }
 
         /// Every lane, for the spinners that take work from the others. Immutable.
@@ -82,16 +94,26 @@
             let lanes: [Lane]
             init(_ lanes: [Lane]) { self.lanes = lanes }
 
-            /// Starts `thief`'s watch of the other lanes' progress. On `thief`'s loop thread.
+            /// Starts `thief`'s watch of the other lanes' progress, as it runs out of jobs. A lane
+            /// that has started no job since `thief` last looked keeps the date it was last seen to
+            /// start one if `thief` has not blocked since (it ran the jobs it took from that lane,
+            /// say: it takes the next ones at once, not 20 µs later); after a block, every date
+            /// starts now. On `thief`'s loop thread.
             func beginWatch(by thief: Lane, at now: ContinuousClock.Instant) {
+                var keep = thief.recordIsFresh
                 if thief.seenRan.count != lanes.count {
                     thief.seenRan = Array(repeating: 0, count: lanes.count)
                     thief.seenAt = Array(repeating: now, count: lanes.count)
+                    keep = false
                 }
                 for index in lanes.indices {
-                    thief.seenRan[index] = lanes[index].load.ran.load(ordering: .relaxed)
-                    thief.seenAt[index] = now
+                    let ran = lanes[index].load.ran.load(ordering: .relaxed)
+                    if !keep || ran != thief.seenRan[index] {
+                        thief.seenRan[index] = ran
+                        thief.seenAt[index] = now
+                    }
                 }
+                thief.recordIsFresh = true
             }
 
             /// Moves to `thief`'s queue the oldest jobs of a lane that has jobs waiting and has not
@@ -241,16 +263,29 @@
         /// How busy a lane's loop is: shared by the lane, its job runner and its spinner, which
         /// hold it strongly (the spinner may still be finishing a callout on its loop's thread
         /// while the executor goes away).
+        ///
+        /// `blocked` has a cache line of its own: the counters change with every job this lane
+        /// runs, the flag only when the loop blocks or wakes, and every other lane reads the flag
+        /// for each job it queues (stored properties of a class are laid out in order; the padding
+        /// keeps 64 bytes on either side of the flag).
         fileprivate final class LaneLoad: Sendable {
             /// Jobs queued and not yet run: enqueue adds, the loop's runner subtracts. Read by
             /// enqueues on this lane's thread to decide whether to keep a job local.
             let depth = Atomic<Int>(0)
-            /// The loop is blocked in the kernel (or about to be): a job sent here from outside the
-            /// group would have to wake its thread. Written by the loop's spinner.
-            let blocked = Atomic<Bool>(false)
             /// Jobs started: the runner adds one per job. A lane whose count stays put while jobs
             /// wait there is running a long job; the others' spinners take its waiting jobs.
             let ran = Atomic<Int>(0)
+            private let before = CacheLinePadding()
+            /// The loop is blocked in the kernel (or about to be): a job sent here from outside the
+            /// group would have to wake its thread. Written by the loop's spinner, and cleared by
+            /// the lane that wakes it.
+            let blocked = Atomic<Bool>(false)
+            private let after = CacheLinePadding()
+        }
+
+        /// 64 bytes that keep a field off its neighbours' cache line.
+        fileprivate struct CacheLinePadding: Sendable {
+            private let words: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
         }
 
         /// How long a group loop that runs out of jobs keeps looking for the next one before it
@@ -302,6 +337,10 @@
         /// The threads whose loops run the jobs.
         public let group: LoopThreadGroup
         private var lanes: [Lane] = []
+        /// `lanes` unretained, for the paths every job takes (`enqueue`): a retain and a release
+        /// of a lane per job would be atomic writes to a cache line every loop of the group reads.
+        /// Each is kept alive by `lanes` for the executor's life; the buffer is freed in `deinit`.
+        private var laneRefs = UnsafeMutableBufferPointer<Unmanaged<Lane>>(start: nil, count: 0)
         private var directory: LaneDirectory!
         private let cursor = Atomic<Int>(0)
 
@@ -312,28 +351,30 @@
         public init(group: LoopThreadGroup) {
             self.group = group
             lanes = group.threads.map { thread in
-                let lane = Lane(loop: thread.loop)
-                let load = lane.load
+                let loop = thread.loop
+                let load = LaneLoad()
                 // Jobs run as the stock global executor runs them: on the generic serial executor
                 // with the task's own preference (see `genericSerialExecutor`). The queue keeps its
                 // executor alive while it has jobs (`keeping:`), so nothing here needs `self`.
                 // Stealable: a loop that runs out of jobs takes the oldest waiting on a busier one.
-                lane.queue = LoopJobQueue(
-                    loop: lane.loop, modes: [.common], label: "default executor", stealable: true
+                let queue = LoopJobQueue(
+                    loop: loop, modes: [.common], label: "default executor", stealable: true
                 ) { job in
                     load.depth.subtract(1, ordering: .relaxed)
                     load.ran.add(1, ordering: .relaxed)
                     job.runSynchronously(on: genericSerialExecutor)
                 }
                 // Unowned(unsafe) like the runner: a delayed job keeps the executor alive until it
-                // fires or is dropped (`keeping:` in `schedule`), and the executor holds its lanes.
-                lane.delayedJobs = DelayedJobs(loop: lane.loop, modes: [.common], stealable: true) {
-                    [unowned(unsafe) self, unowned(unsafe) lane] job in
+                // fires or is dropped (`keeping:` in `schedule`).
+                let delayedJobs = DelayedJobs(loop: loop, modes: [.common], stealable: true) {
+                    [unowned(unsafe) self] job in
                     load.depth.add(1, ordering: .relaxed)
-                    lane.queue.enqueue(job, keeping: self)
+                    queue.enqueue(job, keeping: self)
                 }
-                return lane
+                return Lane(loop: loop, load: load, queue: queue, delayedJobs: delayedJobs)
             }
+            laneRefs = .allocate(capacity: lanes.count)
+            _ = laneRefs.initialize(from: lanes.map { Unmanaged.passUnretained($0) })
             let directory = LaneDirectory(lanes)
             self.directory = directory
             for lane in lanes {
@@ -343,10 +384,14 @@
                 // invalidation, which releases the spinner's closure.)
                 let load = lane.load
                 let loop = lane.loop
-                // Weak: the timer keeps its handler after it is invalidated (`deinit`).
+                // Unowned: the timer keeps its handler after it is invalidated, so a strong capture
+                // would be a cycle; and `weak` would give the lane and the directory side tables,
+                // which make every retain of them slow. `deinit` invalidates the watch before it
+                // lets go of either, and the callout gate makes that wait for a firing under way on
+                // the loop's thread: the handler never runs without them (a mistake here traps).
                 lane.watch = LoopTimer(fireAt: Self.never, interval: .seconds(86_400 * 365)) {
-                    [weak directory, weak lane] _ in
-                    guard let directory, let lane else { return }
+                    [unowned directory, unowned lane] _ in
+                    let (directory, lane) = (directory, lane)  // strong for the whole handler
                     lane.watchAt.withLock { $0 = .max }
                     // The spin before the next wait runs as after any wake-up: whoever else woke
                     // this loop (a lane with jobs to share) may be what it finds.
@@ -395,6 +440,7 @@
                     // queued both children of a task group, saw no loop blocked, ran the first
                     // for seconds, and this loop slept with the second one stuck behind it.
                     load.blocked.store(true, ordering: .sequentiallyConsistent)
+                    lane.recordIsFresh = false
                     atomicMemoryFence(ordering: .sequentiallyConsistent)
                     let pause = Self.pauseBeforeLook.load(ordering: .relaxed)
                     if pause > 0 { usleep(pause) }
@@ -410,6 +456,8 @@
                 lane.watch.invalidate()
                 lane.queue.retire()
             }
+            laneRefs.deinitialize()
+            laneRefs.deallocate()
         }
 
         /// `LoopGroupExecutor(<n> loops)`.
@@ -433,29 +481,47 @@
         public func enqueue(_ job: consuming ExecutorJob) {
             let job = UnownedJob(job)
             var returning: (jobs: DelayedJobs, keepAlive: AnyObject & Sendable)?
-            for lane in lanes {
-                if let keepAlive = lane.delayedJobs.noteEnqueue(job) { returning = (lane.delayedJobs, keepAlive) }
+            let token = Loop.currentThreadToken
+            var local: Unmanaged<Lane>?
+            for ref in laneRefs {
+                ref._withUnsafeGuaranteedRef { lane in
+                    if lane.threadToken == token { local = ref }
+                    if let keepAlive = lane.delayedJobs.noteEnqueue(job) { returning = (lane.delayedJobs, keepAlive) }
+                }
             }
-            let (lane, isLocal) = enqueueLane()
-            let depth = lane.load.depth.add(1, ordering: .sequentiallyConsistent).newValue
-            lane.queue.enqueue(job, keeping: self)
-            // A second job waiting on a busy lane: a loop blocked in the kernel could take one.
-            if isLocal && depth >= Self.stealThreshold { wakeBlockedLane(sparing: lane) }
+            (local ?? laneFromOutside())._withUnsafeGuaranteedRef { lane in
+                let depth = lane.load.depth.add(1, ordering: .sequentiallyConsistent).newValue
+                lane.queue.enqueue(job, keeping: self)
+                // A second job waiting on a busy lane: a loop blocked in the kernel could take one.
+                if local != nil && depth >= Self.stealThreshold { wakeBlockedLane(sparing: lane) }
+            }
             if let returning { returning.jobs.sleeperArrived(returning.keepAlive) }
         }
 
         /// Wakes one loop of the group that is blocked in the kernel, other than `busy`'s, so that
         /// it takes some of the jobs waiting there (its spinner steals them).
         private func wakeBlockedLane(sparing busy: Lane) {
-            for lane in lanes where lane !== busy {
-                // One wake-up per blocked loop: whoever clears the flag sends it.
-                if lane.load.blocked.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent)
-                    .exchanged
-                {
-                    lane.loop.wakeUp()
-                    return
+            for ref in laneRefs {
+                // A lane per job: no retain (see `laneRefs`).
+                let woke = ref._withUnsafeGuaranteedRef { lane in
+                    lane !== busy && wake(lane)
                 }
+                if woke { return }
             }
+        }
+
+        /// Wakes `lane`'s loop if it is blocked in the kernel; true if it was.
+        @inline(__always)
+        private func wake(_ lane: Lane) -> Bool {
+            // A plain load first: this runs for nearly every job a busy lane queues for itself,
+            // and a compare-exchange would take the flag's cache line from every reader.
+            // One wake-up per blocked loop: whoever clears the flag sends it.
+            guard lane.load.blocked.load(ordering: .sequentiallyConsistent),
+                lane.load.blocked.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent)
+                    .exchanged
+            else { return false }
+            lane.loop.wakeUp()
+            return true
         }
 
         /// Each loop's state, one line each, for a check that fails: blocked in the kernel, jobs
@@ -502,29 +568,30 @@
         /// The lane of the calling thread, if it is one of the group's.
         @inline(__always)
         private func currentLane() -> Lane? {
-            for lane in lanes where lane.loop.isCurrentThread { return lane }
+            let token = Loop.currentThreadToken
+            for lane in lanes where lane.threadToken == token { return lane }
             return nil
         }
 
-        /// Where a job goes, and whether that is the calling thread's loop: the calling thread's
-        /// loop if it is one of the group's (no wake-up of another thread, warm caches, and the
-        /// jobs of a burst — a task group's children — in one queue in the order they came, from
-        /// which idle loops take the oldest); else the next loop that is not blocked in the kernel
-        /// and has fewer than `localQueueLimit` jobs (a running or spinning loop takes the job
-        /// without a wake-up); else the next loop.
+        /// Where a job from a thread outside the group goes: the next loop that is not blocked in
+        /// the kernel and has fewer than `localQueueLimit` jobs (a running or spinning loop takes
+        /// the job without a wake-up); else the next loop. (A job from one of the group's threads
+        /// stays on its loop: no wake-up of another thread, warm caches, and the jobs of a burst —
+        /// a task group's children — in one queue in the order they came, from which idle loops
+        /// take the oldest.)
         @inline(__always)
-        private func enqueueLane() -> (Lane, isLocal: Bool) {
-            if let lane = currentLane() { return (lane, true) }
+        private func laneFromOutside() -> Unmanaged<Lane> {
             let start = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
-            for offset in 0..<lanes.count {
-                let lane = lanes[Int(UInt(bitPattern: start &+ offset) % UInt(lanes.count))]
-                let load = lane.load
-                if !load.blocked.load(ordering: .relaxed) && load.depth.load(ordering: .relaxed) < Self.localQueueLimit
-                {
-                    return (lane, false)
+            let count = UInt(laneRefs.count)
+            for offset in 0..<laneRefs.count {
+                let ref = laneRefs[Int(UInt(bitPattern: start &+ offset) % count)]
+                let free = ref._withUnsafeGuaranteedRef { lane in
+                    !lane.load.blocked.load(ordering: .relaxed)
+                        && lane.load.depth.load(ordering: .relaxed) < Self.localQueueLimit
                 }
+                if free { return ref }
             }
-            return (lanes[Int(UInt(bitPattern: start) % UInt(lanes.count))], false)
+            return laneRefs[Int(UInt(bitPattern: start) % count)]
         }
 
         /// The executor `LoopExecutorFactory` installs as the default executor: a group of one loop

@@ -179,6 +179,14 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     /// - Important: Safe from any thread.
     public var isCurrentThread: Bool { owner.isCurrent }
 
+    /// The token of the loop's thread, unique for the life of the process: an executor over many
+    /// loops finds the calling thread's among them with one thread-local load
+    /// (``currentThreadToken``) and a comparison each.
+    package var threadToken: UInt64 { owner.token }
+
+    /// The calling thread's token; see ``threadToken``.
+    package static var currentThreadToken: UInt64 { cloop_thread_token() }
+
     /// `main loop` or `loop of thread 'name' (tid N)`.
     public var description: String {
         isMain ? "main loop" : "loop of thread \(owner.debugName)"
