@@ -56,5 +56,31 @@
             #expect(spinnerCounts() == [0, 0])
             for counter in counters { counter.invalidate() }
         }
+
+        /// Observers and timers keep their handlers after they are invalidated: a spinner or a
+        /// watch that held its lane strongly kept every lane, queue and delayed-job table alive
+        /// after the executor was gone (a cycle through the handler).
+        @Test("A released executor's lanes go with it, after it ran jobs and a sleep")
+        func lanesGoWithTheExecutor() async throws {
+            let group = try LoopThreadGroup(count: 2, name: "lanes")
+            defer { group.shutdown() }
+            weak var lane0: AnyObject?
+            weak var lane1: AnyObject?
+            do {
+                let executor = LoopGroupExecutor(group: group)
+                let lanes = executor.lanesForTesting
+                #expect(lanes.count == 2)
+                lane0 = lanes[0]
+                lane1 = lanes[1]
+                let ranOnALoop = await Task(executorPreference: executor) {
+                    try? await Task.sleep(for: .milliseconds(2))
+                    return group.threads.contains { $0.loop.isCurrentThread }
+                }.value
+                #expect(ranOnALoop)
+            }
+            // The task's last job may still be finishing on a loop: each loop runs a pass first.
+            for thread in group.threads { try thread.perform(waitUntilDone: true) {} }
+            #expect(lane0 == nil && lane1 == nil)
+        }
     }
 #endif

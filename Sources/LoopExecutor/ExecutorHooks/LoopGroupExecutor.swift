@@ -196,8 +196,16 @@
                     if !stuck { at = max(at, nanoseconds + LoopGroupExecutor.timerRecheckNanoseconds) }
                     due = min(due, at)
                 }
-                move(thief, to: due)
+                // Only sooner: a running lane may have made it its deputy since it put its watch
+                // away (`putAwayWatch`), for a sleep this look did not see.
+                let pause = LoopGroupExecutor.pauseBeforeLook.load(ordering: .relaxed)
+                if pause > 0 { usleep(pause) }
+                move(thief, to: due, onlyEarlier: true)
             }
+
+            /// Puts `lane`'s watch away, as it is about to raise its blocked flag: `setWatch` sets
+            /// it again after the flag, for what it then sees. On `lane`'s thread.
+            func putAwayWatch(of lane: Lane) { move(lane, to: .max) }
 
             /// Called on `lane`'s thread while it runs with delayed jobs (after it woke, after it
             /// scheduled one; `now` in loop time): makes sure a lane blocked in the kernel wakes if
@@ -266,8 +274,8 @@
         ///
         /// `blocked` has a cache line of its own: the counters change with every job this lane
         /// runs, the flag only when the loop blocks or wakes, and every other lane reads the flag
-        /// for each job it queues (stored properties of a class are laid out in order; the padding
-        /// keeps 64 bytes on either side of the flag).
+        /// for each job it queues (Swift lays a class's stored properties out in order today, though
+        /// it does not promise to; the padding keeps 128 bytes on either side of the flag).
         fileprivate final class LaneLoad: Sendable {
             /// Jobs queued and not yet run: enqueue adds, the loop's runner subtracts. Read by
             /// enqueues on this lane's thread to decide whether to keep a job local.
@@ -283,9 +291,11 @@
             private let after = CacheLinePadding()
         }
 
-        /// 64 bytes that keep a field off its neighbours' cache line.
+        /// 128 bytes that keep a field off its neighbours' cache line, and off the line the
+        /// processor fetches with it (adjacent-line prefetch pairs 64-byte lines).
         fileprivate struct CacheLinePadding: Sendable {
             private let words: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
+            private let more: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
         }
 
         /// How long a group loop that runs out of jobs keeps looking for the next one before it
@@ -328,8 +338,9 @@
         static let deputyHorizon: Duration = .milliseconds(10)
         fileprivate static let deputyHorizonNanoseconds = Int64(deputyHorizon / .nanoseconds(1))
         /// For the checks: microseconds a loop that is about to block waits between raising its
-        /// flag and looking at the other loops, to widen the window in which a lane that queues
-        /// work could miss it (0: no pause).
+        /// flag and looking at the other loops, and again between that look and setting its watch,
+        /// to widen the windows in which a lane that queues work could miss it, or a deputy's
+        /// watch could be lost (0: no pause).
         package static let pauseBeforeLook = Atomic<UInt32>(0)
         /// Where a watch waits when it is put away.
         fileprivate static var never: ContinuousClock.Instant { .now + .seconds(86_400 * 365) }
@@ -378,10 +389,13 @@
             let directory = LaneDirectory(lanes)
             self.directory = directory
             for lane in lanes {
-                // Strong captures only: `deinit` invalidates the spinner, and the callout gate makes
-                // that wait for a spin under way on the loop's thread; nothing it uses is freed
-                // under it either way. (The lanes → spinner → directory → lanes cycle ends at that
-                // invalidation, which releases the spinner's closure.)
+                // The spinner holds its lane and the directory unowned: an observer keeps its
+                // handler after it is invalidated, so strong captures would make a cycle (lane →
+                // spinner → handler → lane) and every lane, queue and table would outlive the
+                // executor. `deinit` invalidates the spinner before it lets go of them, and the
+                // callout gate makes that wait for a spin under way on the loop's thread: the
+                // handler never runs without them (a mistake here traps). `load` and `loop` hold
+                // nothing of the executor.
                 let load = lane.load
                 let loop = lane.loop
                 // Unowned: the timer keeps its handler after it is invalidated, so a strong capture
@@ -405,9 +419,12 @@
                 lane.loop.add(lane.watch, forMode: .common)
                 lane.spinner = LoopObserver(
                     activities: [.beforeWaiting, .afterWaiting], label: "default executor spin"
-                ) { _, activity in
+                ) { [unowned directory, unowned lane] _, activity in
+                    let (directory, lane) = (directory, lane)  // strong for the whole callout
                     guard activity == .beforeWaiting else {
-                        load.blocked.store(false, ordering: .relaxed)
+                        // Sequentially consistent, as the store that raised it: a lane about to
+                        // block looks at this flag after its own fence (see `setWatch`).
+                        load.blocked.store(false, ordering: .sequentiallyConsistent)
                         directory.appointDeputy(for: lane, now: ContinuousClock.now.loopNanoseconds)
                         return
                     }
@@ -433,6 +450,9 @@
                     guard load.depth.load(ordering: .relaxed) == 0 else { return }
                     // This loop fires its own timers from now; it watches the running lanes'.
                     directory.releaseDeputy(of: lane)
+                    // Its watch starts over before the flag: a running lane that sees the flag and
+                    // makes it its deputy from now on only moves it sooner, and so does the look.
+                    directory.putAwayWatch(of: lane)
                     // Blocked first, then the look at the others (a fence between): a lane that
                     // queues a second job, or schedules a sleep, either sees the flag — and wakes
                     // this loop, or makes it its deputy — or has done so before the look, which
@@ -523,6 +543,9 @@
             lane.loop.wakeUp()
             return true
         }
+
+        /// The lanes, for a test that checks they go with the executor.
+        package var lanesForTesting: [AnyObject] { lanes }
 
         /// Each loop's state, one line each, for a check that fails: blocked in the kernel, jobs
         /// counted and queued, jobs started, the watch's date and the delayed jobs (loop time).
