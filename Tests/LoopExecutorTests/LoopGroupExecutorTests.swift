@@ -57,6 +57,38 @@
             for counter in counters { counter.invalidate() }
         }
 
+        /// A job from a thread outside the group goes to a loop that is not blocked in the kernel
+        /// — which may be one held by a long job — and the other loop, blocked, was not told: the
+        /// job waited for the long job to end (10 s here).
+        @Test("A job from outside the group queued behind a long job is taken by the other loop (×10)")
+        func outsideJobBehindALongJob() async throws {
+            let group = try LoopThreadGroup(count: 2, name: "outside")
+            defer { group.shutdown() }
+            let executor = LoopGroupExecutor(group: group)
+            final class Flags: Sendable {
+                let started = Atomic<Bool>(false)
+                let released = Atomic<Bool>(false)
+            }
+            for _ in 0..<10 {
+                let flags = Flags()
+                let long = Task(executorPreference: executor) { () -> Bool in
+                    flags.started.store(true, ordering: .sequentiallyConsistent)
+                    // CPU-bound on purpose: this job does not leave its loop until the second
+                    // task ran somewhere else (10 s at most).
+                    let deadline = ContinuousClock.now + .seconds(10)
+                    while !flags.released.load(ordering: .sequentiallyConsistent) && ContinuousClock.now < deadline {}
+                    return flags.released.load(ordering: .sequentiallyConsistent)
+                }
+                while !flags.started.load(ordering: .sequentiallyConsistent) { usleep(100) }
+                usleep(20_000)  // the other loop has spun and blocked in the kernel
+                // From this thread (not one of the group's): to a loop that is not blocked — the
+                // one running the long job — or, if it is, to the other loop directly.
+                Task(executorPreference: executor) { flags.released.store(true, ordering: .sequentiallyConsistent) }
+                let sawRelease = await long.value
+                #expect(sawRelease, "the second task waited for the long job to end")
+            }
+        }
+
         /// Observers and timers keep their handlers after they are invalidated: a spinner or a
         /// watch that held its lane strongly kept every lane, queue and delayed-job table alive
         /// after the executor was gone (a cycle through the handler).

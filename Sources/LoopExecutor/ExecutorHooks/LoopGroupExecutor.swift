@@ -34,7 +34,8 @@
     /// on a `LoopExecutor` (see its `enqueue(_:at:tolerance:clock:)`). A loop held by a long job
     /// cannot fire its timers: another loop of the group takes its delayed jobs once they are
     /// 100 µs overdue (`timerStealAfter`), a spinning one or one that set a timer for them before
-    /// it blocked.
+    /// it blocked. A job from another thread that lands on a loop busy with a long job is taken by
+    /// another loop of the group within about 10 ms.
     ///
     /// Part of Swift's experimental executor SPI (ExperimentalExecutorHooks trait), which may change
     /// in any toolchain.
@@ -68,6 +69,9 @@
             /// lane that makes it its deputy, and by the watch when it fires. Nothing runs user
             /// code under this lock; it is taken before the timer's own locks.
             let watchAt = ExecutorLocked<Int64>(.max)
+            /// `watchAt`, written with it under its lock, for a lane that only needs to know
+            /// whether this watch fires by some time (`watchForOutsideJob`) without the lock.
+            let watchSoonest = Atomic<Int64>(.max)
             /// The lane whose watch this lane set for its own delayed jobs while it runs, and the
             /// date it set: put back when this lane blocks (it then fires its own timers). Touched
             /// only on this lane's loop thread.
@@ -203,6 +207,24 @@
                 move(thief, to: due, onlyEarlier: true)
             }
 
+            /// A job from a thread outside the group went to `busy`, a lane that is running a job (not
+            /// spinning, not blocked), as the only one waiting there: if that job is a long one,
+            /// only another loop can take it, so a lane blocked in the kernel looks within
+            /// `deputyHorizon` (its watch; `stealFromStuck` takes the job then if `busy` has
+            /// started none since). Not sooner: an answer from a pinned actor often comes back to
+            /// a lane that has not reached its spin yet, and a neighbour woken for each would spin
+            /// and draw the next answers to itself (a 1 ms horizon made that round trip 2.5×
+            /// slower); with 10 ms it costs nothing measurable. Safe from any thread.
+            func watchForOutsideJob(on busy: Lane) {
+                for lane in lanes where lane !== busy && lane.load.blocked.load(ordering: .sequentiallyConsistent) {
+                    let at = ContinuousClock.now.loopNanoseconds + LoopGroupExecutor.deputyHorizonNanoseconds
+                    // Sooner already (its own look, a deputy's, or the last outside job's).
+                    if lane.watchSoonest.load(ordering: .relaxed) <= at { return }
+                    move(lane, to: at, onlyEarlier: true)
+                    return
+                }
+            }
+
             /// Puts `lane`'s watch away, as it is about to raise its blocked flag: `setWatch` sets
             /// it again after the flag, for what it then sees. On `lane`'s thread.
             func putAwayWatch(of lane: Lane) { move(lane, to: .max) }
@@ -249,6 +271,7 @@
                 deputy.watchAt.withLock { current in
                     guard current == at else { return }
                     current = .max
+                    deputy.watchSoonest.store(.max, ordering: .relaxed)
                     deputy.watch.setFireDate(LoopGroupExecutor.never)
                 }
             }
@@ -262,6 +285,7 @@
                 lane.watchAt.withLock { current in
                     guard current != date, !onlyEarlier || date < current else { return }
                     current = date
+                    lane.watchSoonest.store(date, ordering: .relaxed)
                     lane.watch.setFireDate(
                         date == .max ? LoopGroupExecutor.never : ContinuousClock.Instant(loopNanoseconds: date))
                 }
@@ -288,6 +312,9 @@
             /// group would have to wake its thread. Written by the loop's spinner, and cleared by
             /// the lane that wakes it.
             let blocked = Atomic<Bool>(false)
+            /// The loop is spinning before it waits (see `spinBeforeWaiting`): a job queued here
+            /// now starts within a microsecond. Written by the loop's spinner.
+            let spinning = Atomic<Bool>(false)
             private let after = CacheLinePadding()
         }
 
@@ -406,7 +433,10 @@
                 lane.watch = LoopTimer(fireAt: Self.never, interval: .seconds(86_400 * 365)) {
                     [unowned directory, unowned lane] _ in
                     let (directory, lane) = (directory, lane)  // strong for the whole handler
-                    lane.watchAt.withLock { $0 = .max }
+                    lane.watchAt.withLock { current in
+                        current = .max
+                        lane.watchSoonest.store(.max, ordering: .relaxed)
+                    }
                     // The spin before the next wait runs as after any wake-up: whoever else woke
                     // this loop (a lane with jobs to share) may be what it finds.
                     // A lane that has started no job since this loop last looked (before it
@@ -434,6 +464,8 @@
                     if let mode = loop.currentMode, let next = loop.nextFireDate(forMode: mode), next < deadline {
                         deadline = next
                     }
+                    load.spinning.store(true, ordering: .relaxed)
+                    defer { load.spinning.store(false, ordering: .relaxed) }
                     directory.beginWatch(by: lane, at: now)
                     if directory.stealOverdue(into: lane, at: now.loopNanoseconds) { return }
                     var rounds = 0
@@ -512,8 +544,15 @@
             (local ?? laneFromOutside())._withUnsafeGuaranteedRef { lane in
                 let depth = lane.load.depth.add(1, ordering: .sequentiallyConsistent).newValue
                 lane.queue.enqueue(job, keeping: self)
-                // A second job waiting on a busy lane: a loop blocked in the kernel could take one.
-                if local != nil && depth >= Self.stealThreshold { wakeBlockedLane(sparing: lane) }
+                if local != nil {
+                    // A second job waiting on a busy lane: a loop blocked in the kernel could take one.
+                    if depth >= Self.stealThreshold { wakeBlockedLane(sparing: lane) }
+                } else if depth == 1 && !lane.load.spinning.load(ordering: .relaxed)
+                    && !lane.load.blocked.load(ordering: .relaxed)
+                {
+                    // From outside, to a lane that runs a job: that job may be a long one.
+                    directory.watchForOutsideJob(on: lane)
+                }
             }
             if let returning { returning.jobs.sleeperArrived(returning.keepAlive) }
         }
