@@ -43,11 +43,22 @@ final class NSLockLike: @unchecked Sendable {
 
 /// Polls `condition` every millisecond until it holds or `timeout` passes, without blocking a
 /// thread of the cooperative pool (tasks the condition waits for need those threads).
+///
+/// The timeout counts the time this task was able to look, not the time that passed: a poll that
+/// comes back late counts for at most 100 ms. Most of the suite's tests are synchronous (they run a
+/// loop on the calling thread), and under the sanitizers a few of them hold every thread of the
+/// cooperative pool (one per core) for 20 s at a time. A wait that counted that stretch gave up
+/// without having looked, and before the task it waits for had run at all (seen once in CI: a
+/// delayed submission "never started").
 func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
+    var looked = Duration.zero
+    var last = ContinuousClock.now
+    while looked < timeout {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(1))
+        let now = ContinuousClock.now
+        looked += min(now - last, .milliseconds(100))
+        last = now
     }
     return condition()
 }
