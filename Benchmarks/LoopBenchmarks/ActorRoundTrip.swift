@@ -7,6 +7,10 @@ import LoopRuntime
 /// Scenarios 3 and 4, and the executor's enqueue cost.
 enum ActorRoundTrip {
     static func run(_ scale: Scale) {
+        if let only = getenv("LOOP_BENCH_PINNED_ONLY").map({ String(cString: $0) }) {
+            runPinnedOnly(only, scale)  // for profiling one pinned-actor row alone
+            return
+        }
         let roundTrips = scale.pick(100_000, quick: 2_000)
         let floor = sample(scale) { nanosecondsPerOperation(roundTrips) { RawPingPong.run(roundTrips) } }
         Report.add(
@@ -120,6 +124,24 @@ enum ActorRoundTrip {
         thread.shutdown()
 
         enqueueCost(scale)
+    }
+
+    /// `LOOP_BENCH_PINNED_ONLY=roundtrip` or `=parallel`: that row's loop-pinned half alone, each
+    /// sample printed, so that a profiler or `perf stat` sees nothing else.
+    static func runPinnedOnly(_ row: String, _ scale: Scale) {
+        let thread = try! LoopThread(name: "bench-actor")
+        let pinned = Counter(executor: thread.executor)
+        let operations = scale.pick(100_000, quick: 2_000)
+        for round in 0..<(scale.repetitions + 1) {
+            let nanoseconds =
+                row == "parallel"
+                ? nanosecondsPerOperation(4 * operations) {
+                    blockingParallelCalls(pinned, tasks: 4, perTask: operations)
+                }
+                : nanosecondsPerOperation(operations) { blockingRoundTrips(pinned, operations) }
+            print("  \(row) round \(round): \(String(format: "%.0f", nanoseconds)) ns per call")
+        }
+        thread.shutdown()
     }
 
     /// The cost of `LoopJobQueue.enqueue` while the loop is awake, and its allocations.

@@ -29,6 +29,60 @@ struct SpinBeforeWaitTests {
         #expect(policy.budget == 0)
     }
 
+    @Test(
+        "A hand-off made soon after the loop blocked turns spinning on, however slow the wake-up through the kernel was"
+    )
+    func policyMeasuresToTheHandOff() {
+        var policy = SpinPolicy()
+        let readyAt: Int64 = 1_000_000
+        // Handed over 5 µs after the loop blocked; the kernel took 40 µs more to wake it (a virtual
+        // machine's wake-up). Measured to the wake-up, spinning would stay off for good.
+        policy.waitEnded(from: readyAt, to: readyAt + 45_000, handedOverAt: readyAt + 5_000, handOff: true)
+        #expect(policy.budget == SpinPolicy.limit)
+        // Handed over late: off.
+        policy.waitEnded(
+            from: readyAt, to: readyAt + 2 * SpinPolicy.limit, handedOverAt: readyAt + SpinPolicy.limit + 1,
+            handOff: true)
+        #expect(policy.budget == 0)
+        // A stamp from before the wait is an older hand-off's: the gap runs to the end.
+        policy.waitEnded(from: readyAt, to: readyAt + 45_000, handedOverAt: readyAt - 1, handOff: true)
+        #expect(policy.budget == 0)
+        // One after the end is not this wait's either (stored after the loop looked).
+        policy.waitEnded(from: readyAt, to: readyAt + 45_000, handedOverAt: readyAt + 50_000, handOff: true)
+        #expect(policy.budget == 0)
+        // A stamp inside a wait that a timer ended says nothing.
+        policy.waitEnded(from: readyAt, to: readyAt + 45_000, handedOverAt: readyAt + 5_000, handOff: false)
+        #expect(policy.budget == 0)
+    }
+
+    @Test("A producer that wakes a blocked loop stamps the hand-off; one that finds it awake does not")
+    func producersStampTheHandOff() throws {
+        let thread = try LoopThread(name: "spin-stamp")
+        defer { thread.shutdown() }
+        let loop = thread.loop
+        guard loop.spinsBeforeWaiting else { return }  // LOOP_SPIN_BEFORE_WAIT=0: nothing stamps
+        // Idle long enough that the loop is blocked in the kernel, not spinning.
+        #expect(eventually { loop.blockedInWait.load(ordering: .acquiring) })
+        let before = loop.waiter.now()
+        let ran = Atomic<Int64>(0)
+        try thread.perform { ran.store(loop.waiter.now(), ordering: .releasing) }
+        #expect(eventually { ran.load(ordering: .acquiring) != 0 })
+        let stamp = loop.handedOverAt.load(ordering: .relaxed)
+        #expect(stamp >= before && stamp <= ran.load(ordering: .acquiring), "the stamp is the hand-off's")
+        // A hand-off to a loop that is awake (a block queued by a block): no eventfd, no stamp.
+        // (The outer block woke the loop, and stamped; the inner one must not.)
+        #expect(eventually { loop.blockedInWait.load(ordering: .acquiring) })
+        let stampAfterOuter = Atomic<Int64>(0)
+        let second = Atomic<Bool>(false)
+        try thread.perform(waitUntilDone: true) {
+            loop.perform { second.store(true, ordering: .releasing) }
+            stampAfterOuter.store(loop.handedOverAt.load(ordering: .relaxed), ordering: .relaxed)
+        }
+        #expect(eventually { second.load(ordering: .acquiring) })
+        #expect(stampAfterOuter.load(ordering: .relaxed) > stamp)
+        #expect(loop.handedOverAt.load(ordering: .relaxed) == stampAfterOuter.load(ordering: .relaxed))
+    }
+
     @Test("Only loops on the real clock spin")
     func onlyRealLoops() throws {
         let (manual, _) = makeManualLoop()

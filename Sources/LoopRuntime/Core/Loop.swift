@@ -60,6 +60,10 @@ public final class Loop: @unchecked Sendable, CustomStringConvertible {
     let state = LoopState()
     /// `awake`, `sleeping` or `notified`: see Loop+Wait.swift.
     let sleepState = Atomic<UInt8>(Loop.awake)
+    /// When a producer last woke the loop from a blocking wait (loop time), stamped just before
+    /// its eventfd write by a loop that spins (SpinPolicy.swift): the spin decision measures the
+    /// gap to the hand-off, not to the kernel's wake-up, which may be slower than the gap itself.
+    let handedOverAt = Atomic<Int64>(0)
     let blockedInWait = Atomic<Bool>(false)
     /// The item whose handler the loop thread is calling, or 0 (the callout gate, Loop+Callouts.swift).
     let calloutItem = Atomic<UInt>(0)

@@ -23,6 +23,8 @@ extension Loop {
     func notifyLoop() {
         if sleepState.load(ordering: .sequentiallyConsistent) == Loop.notified { return }
         if sleepState.exchange(Loop.notified, ordering: .sequentiallyConsistent) == Loop.sleeping {
+            // A clock read on the path that makes a system call anyway (see `handedOverAt`).
+            if spinsBeforeWaiting { handedOverAt.store(waiter.now(), ordering: .relaxed) }
             waiter.wake()
         }
     }
@@ -72,7 +74,10 @@ extension Loop {
             let readyAt = confined.lastReading
             withWaitEvents { cause = sleep(run, spinningFrom: readyAt, into: &$0) }
             let end = waiter.now()
-            confined.spin.waitEnded(from: readyAt, to: end, handOff: cause == .handOff)
+            // A hand-off that had to wake the loop was made at its stamp; the wake-up took the rest.
+            confined.spin.waitEnded(
+                from: readyAt, to: end, handedOverAt: handedOverAt.load(ordering: .relaxed),
+                handOff: cause == .handOff)
         } else {
             withWaitEvents { cause = sleep(run, spinningFrom: nil, into: &$0) }
         }

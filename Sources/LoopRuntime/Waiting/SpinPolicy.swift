@@ -12,7 +12,11 @@ import Glibc
 /// The policy keeps the cost bounded and the idle rule whole:
 /// - The loop spins only after a **gap shorter than ``limit``** that ended by a hand-off (work
 ///   from another thread), measured from the moment the loop was ready to wait, the spin
-///   included. A loop woken by its timers, its descriptors, or after a longer gap never spins.
+///   included, to the moment of the hand-off: a producer that finds the loop blocked stamps the
+///   time before it writes the eventfd, so a slow wake-up through the kernel (tens of
+///   microseconds on some virtual machines, more than the gap) does not count. Otherwise a loop
+///   whose spin once missed would measure its own wake-ups from then on and never spin again.
+///   A loop woken by its timers, its descriptors, or after a longer gap never spins.
 /// - A spin lasts at most ``limit`` (and never past the wait's deadline). A spin that catches
 ///   nothing turns spinning off, and the blocking wait after it measures a gap longer than
 ///   ``limit``, so it stays off: a burst's end costs one spin of at most ``limit``, and an idle
@@ -39,8 +43,13 @@ struct SpinPolicy {
     private(set) var budget: Int64 = 0
 
     /// A wait that was ready to begin at `start` ended at `end`, by a hand-off from another thread
-    /// if `handOff`.
-    mutating func waitEnded(from start: Int64, to end: Int64, handOff: Bool) {
-        budget = handOff && end &- start < Self.limit ? Self.limit : 0
+    /// if `handOff`. `handedOverAt` is the last stamp a producer left when it woke the loop (see
+    /// `Loop.handedOverAt`): inside the wait, it is when the hand-off was made, and the gap ends
+    /// there; outside it (an older hand-off's stamp, or one not stored yet), the gap ends at `end`.
+    /// A spin that catches a hand-off leaves no stamp, so an older one inside the wait can only
+    /// make the gap shorter than it was: at worst one more spin of at most ``limit``.
+    mutating func waitEnded(from start: Int64, to end: Int64, handedOverAt stamp: Int64 = 0, handOff: Bool) {
+        let handedOver = stamp > start && stamp < end ? stamp : end
+        budget = handOff && handedOver &- start < Self.limit ? Self.limit : 0
     }
 }
