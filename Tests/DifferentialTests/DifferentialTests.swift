@@ -73,13 +73,17 @@ struct DifferentialTests {
     /// stalls every other test of the run, whose own waits then time out.
     @Test("Random programs behave as on CFRunLoop")
     func randomPrograms() async throws {
-        try await onOwnThread { Self.checkRandomPrograms() }
+        // Recorded here, in the test's task: an issue recorded on another thread has no test.
+        for disagreement in try await onOwnThread({ Self.checkRandomPrograms() }) {
+            Issue.record("\(disagreement)")
+        }
     }
 
-    private static func checkRandomPrograms() {
+    /// The unexcused disagreements to report (at most five: enough to read).
+    private static func checkRandomPrograms() -> [String] {
         let count = getenv("LOOP_DIFFERENTIAL_PROGRAMS").flatMap { Int(String(cString: $0)) } ?? 300
         let everything = getenv("LOOP_DIFFERENTIAL_ALL") != nil
-        var reported = 0
+        var reported: [String] = []
         var unexcused = 0
         var excused: [String: Int] = [:]
         for seed in 0..<UInt64(count) {
@@ -89,10 +93,7 @@ struct DifferentialTests {
                 continue
             }
             unexcused += 1
-            if reported < 5 {  // enough to read
-                reported += 1
-                Issue.record("\(disagreement)")
-            }
+            if reported.count < 5 { reported.append("\(disagreement)") }
         }
         let excusedCount = excused.values.reduce(0, +)
         if unexcused + excusedCount > 0 {
@@ -101,6 +102,7 @@ struct DifferentialTests {
                 "differential: \(unexcused + excusedCount) of \(count) programs disagree; "
                     + "\(excusedCount) excused\(rules.isEmpty ? "" : " (\(rules.joined(separator: ", ")))")")
         }
+        return reported
     }
 
     @Test("A deliberately broken rule (observer order, SPEC R25) is caught with a shrunk, readable report")
@@ -126,18 +128,17 @@ struct DifferentialTests {
     }
 }
 
-/// Runs `body` on a new thread and waits for it without holding a thread of the cooperative pool.
-private func onOwnThread(_ body: @escaping @Sendable () -> Void) async throws {
+/// Runs `body` on a new thread and waits for its result without holding a thread of the
+/// cooperative pool.
+private func onOwnThread<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async throws -> Result {
     var thread: PlatformThread?
-    try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+    let result = try await withCheckedThrowingContinuation { (done: CheckedContinuation<Result, any Error>) in
         do {
-            thread = try PlatformThread.spawn(name: "differential") {
-                body()
-                done.resume()
-            }
+            thread = try PlatformThread.spawn(name: "differential") { done.resume(returning: body()) }
         } catch {
             done.resume(throwing: error)
         }
     }
     thread?.join()  // it ends right after it resumed the task
+    return result
 }
