@@ -72,6 +72,8 @@ enum TaskExecutorFrames {
             await withTaskExecutorPreference(executor) {
                 let stayed = await onLoopThread(thread.loop)
                 precondition(stayed, "the frames left the loop's thread")
+                let stayedNonsending = await nonsendingOnLoopThread(thread.loop)
+                precondition(stayedNonsending, "the nonisolated(nonsending) frames left the loop's thread")
             }
         }
         thread.shutdown()
@@ -123,6 +125,11 @@ enum TaskExecutorFrames {
 
     @inline(never)
     nonisolated static func onLoopThread(_ loop: Loop) async -> Bool {
+        step(1) == 0 ? false : loop.isCurrentThread
+    }
+
+    @inline(never)
+    nonisolated(nonsending) static func nonsendingOnLoopThread(_ loop: Loop) async -> Bool {
         step(1) == 0 ? false : loop.isCurrentThread
     }
 
